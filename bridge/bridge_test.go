@@ -55,9 +55,6 @@ func (s *scripted) Name() string { return "test http://upstream" }
 
 func (s *scripted) Call(ctx context.Context, _ *e2a.Envelope, w agent.Writer) error {
 	n := int(s.calls.Add(1)) - 1
-	if s.started != nil {
-		s.started <- struct{}{}
-	}
 	r := s.running.Add(1)
 	defer s.running.Add(-1)
 	for {
@@ -65,6 +62,11 @@ func (s *scripted) Call(ctx context.Context, _ *e2a.Envelope, w agent.Writer) er
 		if r <= m || s.maxRunning.CompareAndSwap(m, r) {
 			break
 		}
+	}
+	if s.started != nil {
+		// Counted as running before it says so: a test that saw n
+		// starts knows n calls run (they end only when block is closed).
+		s.started <- struct{}{}
 	}
 	if s.block != nil {
 		select {

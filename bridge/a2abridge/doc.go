@@ -64,7 +64,10 @@
 //     of the bridge's credentials (bridge.Scrubber: the agent's own words,
 //     not its answer; so is a completed status's message), once each by
 //     its id, also when only a snapshot shows it (a poll, a re-subscription
-//     after a cut: the task's history and status); input-required
+//     after a cut: the task's history and status) and when the agent sends
+//     it again (a status-update replayed, a completed status with the
+//     same message: not written again; a takeover's first snapshot's
+//     messages count as written, but a completed status's); input-required
 //     and auth-required: the turn ends interrupted with the agent's message,
 //     its text and its data and file parts (a form to fill in), with their
 //     metadata (agent.InterruptWithParts; the Handler scrubs the frame);

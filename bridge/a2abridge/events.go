@@ -250,7 +250,10 @@ func (t *turn) record(ctx context.Context) error {
 }
 
 // status writes a status: its message while the task works (when
-// working), and the final frame of a state that ends the turn.
+// working), and the final frame of a state that ends the turn. A
+// message the turn said (by its id: written, or known to the frames)
+// is not written again, working or completed: an agent that sends it
+// again, or replays its status on a re-subscription.
 func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) error {
 	text := ""
 	if st.Message != nil {
@@ -268,6 +271,9 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		return agent.InterruptWithParts(t.w, state, text, t.extraParts(st.Message)...)
 	case a2a.TaskStateCompleted:
 		t.done = true
+		if t.said[msgID(st.Message)] {
+			return t.complete() // a message written before (sent again): once
+		}
 		t.say(st.Message)
 		if m := t.scrubbed(st.Message); !t.storedEnd(m) {
 			if err := t.message(m); err != nil {
@@ -288,11 +294,19 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		}
 		return t.end(st)
 	}
-	if working {
+	if working && !t.said[msgID(st.Message)] {
 		t.say(st.Message)
 		return t.message(t.scrubbed(st.Message))
 	}
-	return nil
+	return nil // or a message said (sent again: a replay, a re-subscription's): once
+}
+
+// msgID is m's id ("" for none, or no m: never said).
+func msgID(m *a2a.Message) string {
+	if m == nil {
+		return ""
+	}
+	return m.ID
 }
 
 // storedEnd reports whether the request's stored frames end with message

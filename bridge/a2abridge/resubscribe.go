@@ -142,12 +142,19 @@ func resubscribeWait(attempt int, after time.Duration) time.Duration {
 // A message without an id is never written from a snapshot (whether it
 // was cannot be told). A takeover (saidUnknown) does not know which of
 // them the worker before it wrote: its first snapshot writes none and
-// records them all as said, as a continuation's base does; the
-// snapshots after (a re-subscription, a poll) write only what came since.
+// records them all as said, as a continuation's base does, but a
+// completed status's message (status writes it unless the stored frames
+// end with it: storedEnd); the snapshots after (a re-subscription, a
+// poll) write only what came since.
 func (t *turn) gapMessages(task *a2a.Task) error {
 	if t.saidUnknown {
 		t.saidUnknown = false
-		t.sayAll(task)
+		for _, m := range task.History {
+			t.say(m)
+		}
+		if task.Status.State != a2a.TaskStateCompleted {
+			t.say(task.Status.Message)
+		}
 		return nil
 	}
 	cur := task.Status.Message

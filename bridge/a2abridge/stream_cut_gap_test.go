@@ -121,7 +121,7 @@ func TestCutStatusMessageInGap(t *testing.T) {
 			case "status":
 				agent.release = make(chan struct{})
 				h := a2asrv.NewHandler(agent)
-				base = serveA2A(t, statusHeld{failingStream{h, false, false, &subscribed}, agent.release, new(sync.Once)})
+				base = serveA2A(t, statusHeld{failingStream{h, false, false, &subscribed}, agent.release, new(sync.Once), false})
 			case "polled":
 				base = serveNoStreaming(t, a2asrv.NewHandler(agent))
 			}
@@ -150,15 +150,19 @@ func TestCutStatusMessageInGap(t *testing.T) {
 	}
 }
 
-// statusHeld is failingStream whose subscription is answered once the
-// task's status holds the agent's message (the agent waits on release
-// after it), and lets the agent go on (release) once the subscription's
-// first event, the task as it stands, is sent: the message is the
-// task's status in that event, not in its history nor an event after.
+// statusHeld is a request handler (failingStream, or a2a-go/v2's own)
+// whose subscription is answered once the task's status holds the
+// agent's message (the agent waits on release after it), and lets the
+// agent go on (release) once the subscription's first event, the task
+// as it stands, is sent: the message is the task's status in that
+// event, not in its history nor an event after. When replay, the task's
+// status follows that first event as a status-update (an upstream that
+// replays its status on a subscription: the same message again).
 type statusHeld struct {
-	failingStream
+	a2asrv.RequestHandler
 	release chan struct{}
 	once    *sync.Once
+	replay  bool
 }
 
 func (s statusHeld) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
@@ -166,7 +170,7 @@ func (s statusHeld) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTas
 		task, err := s.GetTask(ctx, &a2a.GetTaskRequest{ID: req.ID})
 		return err == nil && task.Status.Message != nil
 	})
-	inner := s.failingStream.SubscribeToTask(ctx, req)
+	inner := s.RequestHandler.SubscribeToTask(ctx, req)
 	return func(yield func(a2a.Event, error) bool) {
 		if !said {
 			yield(nil, errors.New("the agent's status message never came"))
@@ -179,6 +183,10 @@ func (s statusHeld) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTas
 			}
 			if first {
 				first = false
+				if task, ok := ev.(*a2a.Task); ok && s.replay &&
+					!yield(&a2a.TaskStatusUpdateEvent{TaskID: task.ID, ContextID: task.ContextID, Status: task.Status}, nil) {
+					return
+				}
 				s.once.Do(func() { close(s.release) })
 			}
 		}

@@ -69,11 +69,14 @@ func TestStreamCutAfterFrames(t *testing.T) {
 }
 
 // cutAgent answers "one " and "two " as artifact "answer", then a
-// working status message of text say (when not ""), then (once release
-// is closed, when it is not nil) "three " and completes.
+// working status message of text say (when not ""; twice, the same
+// message, when twice), then (once release is closed, when it is not
+// nil) "three " and completes (its completed status with that message
+// again when final).
 type cutAgent struct {
-	release chan struct{}
-	say     string
+	release      chan struct{}
+	say          string
+	twice, final bool
 }
 
 func (c cutAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -88,8 +91,16 @@ func (c cutAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 			!yield(chunk("one ", false), nil) || !yield(chunk("two ", true), nil) {
 			return
 		}
-		if c.say != "" && !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart(c.say))), nil) {
-			return
+		var said, done *a2a.Message
+		if c.say != "" {
+			said = a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart(c.say))
+			if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, said), nil) ||
+				c.twice && !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, said), nil) {
+				return
+			}
+		}
+		if c.final {
+			done = said
 		}
 		if c.release != nil {
 			select {
@@ -98,7 +109,7 @@ func (c cutAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 				return
 			}
 		}
-		_ = yield(chunk("three ", true), nil) && yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
+		_ = yield(chunk("three ", true), nil) && yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, done), nil)
 	}
 }
 

@@ -41,23 +41,61 @@ func (doneAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Se
 
 // diesAtComplete is a bridge worker that dies as the answer ends: the
 // frames before e2a.complete stored (Sync), it closes held and writes
-// nothing more (its final frame never comes).
+// nothing more (its final frame never comes). With chunk, it dies so
+// right after the text chunk chunk instead.
 type diesAtComplete struct {
 	*bridge.Handler
-	held chan struct{}
+	held  chan struct{}
+	chunk string
+}
+
+// takenOver is the stored answer of request reqID to the A2A agent at url
+// whose first worker (diesAtComplete, chunk as there) dies; a second
+// worker takes the request over.
+func takenOver(t *testing.T, url, reqID, chunk string) pipetest.Answer {
+	t.Helper()
+	tk := &takeover{p: pipetest.Start(t)}
+	held := make(chan struct{})
+	stopA := tk.serve(t, diesAtComplete{Handler: newHandler(t, tk.p, "agent", url), held: held, chunk: chunk})
+	body := `{"request_id":"` + reqID + `","params":{"text":"hi"}}`
+	resp, b := testkit.Do(t, http.MethodPost, tk.p.URL+"/pools/agent/v1/requests", body, "Content-Type", "application/json")
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST: %d %s", resp.StatusCode, b)
+	}
+	<-held
+	stopA()
+	tk.worker(t, url) // worker B
+	return stored(t, tk.p)
 }
 
 func (h diesAtComplete) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-	return h.Handler.Serve(ctx, env, &heldComplete{Writer: w, ctx: ctx, held: h.held})
+	return h.Handler.Serve(ctx, env, &heldComplete{Writer: w, ctx: ctx, held: h.held, chunk: h.chunk})
 }
 
 type heldComplete struct {
 	agent.Writer
-	ctx  context.Context
-	held chan struct{}
+	ctx   context.Context
+	held  chan struct{}
+	chunk string
 }
 
-func (w *heldComplete) Complete(any) error {
+func (w *heldComplete) Complete(result any) error {
+	if w.chunk != "" {
+		return w.Writer.Complete(result)
+	}
+	return w.die()
+}
+
+func (w *heldComplete) Chunk(kind string, delta any) error {
+	if err := w.Writer.Chunk(kind, delta); err != nil || w.chunk == "" || kind != e2a.DeltaText || delta != w.chunk {
+		return err
+	}
+	return w.die()
+}
+
+// die stores the frames written (Sync), closes held and writes nothing
+// more.
+func (w *heldComplete) die() error {
 	if err := w.Sync(); err != nil {
 		return err
 	}
@@ -75,18 +113,7 @@ func (w *heldComplete) Complete(any) error {
 func TestTakeoverAfterCompletedMessage(t *testing.T) {
 	t.Parallel()
 	url, _ := startV1(t, doneAgent{})
-	tk := &takeover{p: pipetest.Start(t)}
-	held := make(chan struct{})
-	stopA := tk.serve(t, diesAtComplete{Handler: newHandler(t, tk.p, "agent", url), held: held})
-	body := `{"request_id":"done-once","params":{"text":"hi"}}`
-	resp, b := testkit.Do(t, http.MethodPost, tk.p.URL+"/pools/agent/v1/requests", body, "Content-Type", "application/json")
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST: %d %s", resp.StatusCode, b)
-	}
-	<-held
-	stopA()
-	tk.worker(t, url) // worker B
-	a := stored(t, tk.p)
+	a := takenOver(t, url, "done-once", "")
 	const want = "HelloAll done."
 	f := a.Final()
 	if f == nil || f.ResponseKind != e2a.KindComplete {

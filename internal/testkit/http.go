@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -126,3 +127,33 @@ var ReadAPIReads = []Read{
 	{"ndjson from 3", "/stream?from=3", []string{"Accept", "application/x-ndjson"}},
 	{"sse past the final frame", "/stream?from=99", nil},
 }
+
+// Held is an HTTP server that holds every request until Release: each
+// request is announced on Arrived as it comes (a buffer of one: receive
+// each), then answers 200 {"ok":true} once released. The server is
+// released and closed when the test ends.
+type Held struct {
+	URL     string
+	Arrived <-chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// NewHeld starts a Held server.
+func NewHeld(t testing.TB) *Held {
+	arrived := make(chan struct{}, 1)
+	h := &Held{Arrived: arrived, release: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-h.release
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	h.URL = srv.URL
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.Release) // runs first: the held handlers return before Close waits for them
+	return h
+}
+
+// Release lets every held request, and every later one, answer.
+func (h *Held) Release() { h.once.Do(func() { close(h.release) }) }
