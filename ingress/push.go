@@ -51,7 +51,7 @@ var _ a2aproto.PushConfigs = v03Push{}
 func (p v03Push) SetV03(ctx context.Context, principal string, c *legacy.TaskPushConfig) (*legacy.TaskPushConfig, error) {
 	out, err := p.st.Create(ctx, principal, push.FromV03(c))
 	if err != nil {
-		return nil, v03PushError(err)
+		return nil, v03PushError(err, c.Config.ID)
 	}
 	return out.V03(), nil
 }
@@ -59,7 +59,7 @@ func (p v03Push) SetV03(ctx context.Context, principal string, c *legacy.TaskPus
 func (p v03Push) SetInlineV03(ctx context.Context, principal string, c *legacy.TaskPushConfig) (func(context.Context) error, error) {
 	_, undo, err := p.st.CreateUndoable(ctx, principal, push.FromV03(c))
 	if err != nil {
-		return nil, v03PushError(err)
+		return nil, v03PushError(err, c.Config.ID)
 	}
 	return undo, nil
 }
@@ -67,7 +67,7 @@ func (p v03Push) SetInlineV03(ctx context.Context, principal string, c *legacy.T
 func (p v03Push) GetV03(ctx context.Context, principal, taskID, id string) (*legacy.TaskPushConfig, error) {
 	out, err := p.st.Get(ctx, principal, taskID, id)
 	if err != nil {
-		return nil, v03PushError(err)
+		return nil, v03PushError(err, id)
 	}
 	return out.V03(), nil
 }
@@ -79,7 +79,7 @@ func (p v03Push) GetV03(ctx context.Context, principal, taskID, id string) (*leg
 func (p v03Push) ListV03(ctx context.Context, principal, taskID string) ([]*legacy.TaskPushConfig, error) {
 	cs, _, err := p.st.List(ctx, principal, taskID, push.MaxPageSize, "")
 	if err != nil {
-		return nil, v03PushError(err)
+		return nil, v03PushError(err, "")
 	}
 	out := make([]*legacy.TaskPushConfig, 0, len(cs))
 	for _, c := range cs {
@@ -94,19 +94,22 @@ func (p v03Push) ListV03(ctx context.Context, principal, taskID string) ([]*lega
 // (a client retrying a delete whose answer it lost succeeds).
 func (p v03Push) DeleteV03(ctx context.Context, principal, taskID, id string) error {
 	if err := p.st.Delete(ctx, principal, taskID, id); err != nil && !errors.Is(err, push.ErrNotFound) {
-		return v03PushError(err)
+		return v03PushError(err, id)
 	}
 	return nil
 }
 
-// v03PushError is a push store error as A2A v0.3's JSON-RPC error
-// (push.KindOf).
-func v03PushError(err error) error {
+// v03PushError is a push store error about config id as A2A v0.3's
+// JSON-RPC error (push.KindOf): a config that does not exist on the
+// caller's task is -32001 (the TaskNotFoundError v0.3's get names, as
+// v1.0 §3.1.8 does) whose message names the config
+// (push.NotFoundMessage), not the task, which exists.
+func v03PushError(err error, id string) error {
 	switch push.KindOf(err) {
 	case push.KindInvalidParams:
 		return jsonrpc.InvalidParams(err.Error())
 	case push.KindNotFound:
-		return &jsonrpc.Error{Code: jsonrpc.CodeA2ATaskNotFound, Message: "Task not found: push notification config not found"}
+		return &jsonrpc.Error{Code: jsonrpc.CodeA2ATaskNotFound, Message: push.NotFoundMessage(id)}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "push notification configs unavailable"}
 }

@@ -9,7 +9,9 @@
 // and task ("cfg.<principal>.<task>", encoded tokens) holding that task's
 // configs, so every read, list, replace and delete is scoped to the
 // caller's principal (the envelope user_id): another principal's config
-// is ErrNotFound, like one that does not exist. Keys expire with the
+// is ErrNotFound, like one that does not exist (the A2A layers answer it
+// with TaskNotFoundError's code and [NotFoundMessage], which names the
+// config, not the task). Keys expire with the
 // tasks (the bucket's TTL is streams.Config.TasksTTL). Limits: configs
 // per task (WithMaxPerTask) and tasks with configs per principal
 // (WithMaxTasksPerPrincipal), ErrLimit. [Store.Create] checks the URL

@@ -3,6 +3,8 @@ package push
 import (
 	"context"
 	"errors"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 var (
@@ -34,8 +36,8 @@ var (
 
 	// ErrNotFound is returned by Store.Get and Store.Delete when the
 	// principal has no such config: the same whether it does not exist or
-	// is another principal's (the A2A layers answer TaskNotFound or
-	// their not-found error).
+	// is another principal's (the A2A layers answer TaskNotFound's code
+	// with NotFoundMessage).
 	ErrNotFound = errors.New("push: push notification config not found")
 
 	// ErrInvalidPageToken is returned by Store.List for a page token it did
@@ -60,8 +62,10 @@ const (
 	// ErrInvalidPageToken, ErrLimit (InvalidParams, -32602, the error's
 	// text as message: it names the rule, never a credential).
 	KindInvalidParams
-	// KindNotFound: ErrNotFound (TaskNotFound, -32001: another principal's
-	// config is answered as no config).
+	// KindNotFound: ErrNotFound (TaskNotFound's code, -32001, HTTP 404,
+	// gRPC NOT_FOUND, as A2A v1.0 §3.1.8 answers a config that does not
+	// exist, with NotFoundMessage: another principal's config is answered
+	// as no config).
 	KindNotFound
 	// KindCanceled: the caller's context ended; answered as the context's
 	// error.
@@ -80,4 +84,13 @@ func KindOf(err error) Kind {
 		return KindCanceled
 	}
 	return KindInternal
+}
+
+// NotFoundMessage is the message of ErrNotFound for config id as the A2A
+// layers answer it: the config named (cut by jsonrpc.QuoteForMessage), not
+// the task, which the layer found the caller's before asking the store
+// ("task not found: push notification config not found" told a client
+// that its task was gone when only a deleted config was).
+func NotFoundMessage(id string) string {
+	return "push notification config " + jsonrpc.QuoteForMessage(id) + " not found"
 }

@@ -77,13 +77,16 @@ func (p pushCaller) answer(c *a2a.PushConfig) *a2a.PushConfig {
 	return c
 }
 
-// pushError is the SDK's kind of a push store error (push.KindOf).
-func pushError(err error) error {
+// pushError is the SDK's kind of a push store error (push.KindOf) about
+// config id: a config that does not exist on the caller's task is
+// TaskNotFoundError (§3.1.8) whose message names the config
+// (push.NotFoundMessage), not the task, which exists.
+func pushError(err error, id string) error {
 	switch push.KindOf(err) {
 	case push.KindInvalidParams:
 		return fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
 	case push.KindNotFound:
-		return fmt.Errorf("%w: push notification config not found", a2a.ErrTaskNotFound)
+		return a2a.NewError(a2a.ErrTaskNotFound, push.NotFoundMessage(id))
 	case push.KindCanceled:
 		return err
 	}
@@ -101,7 +104,7 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig)
 	}
 	c, err := st.Create(ctx, p.principal, push.FromV1(req))
 	if err != nil {
-		return nil, pushError(err)
+		return nil, pushError(err, req.ID)
 	}
 	return c.V1(), nil
 }
@@ -118,7 +121,7 @@ func (h *handler) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushCon
 	}
 	c, err := st.Get(ctx, p.principal, string(req.TaskID), req.ID)
 	if err != nil {
-		return nil, pushError(err)
+		return nil, pushError(err, req.ID)
 	}
 	return p.answer(c.V1()), nil
 }
@@ -145,7 +148,7 @@ func (h *handler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPush
 	}
 	cs, next, err := st.List(ctx, p.principal, string(req.TaskID), req.PageSize, req.PageToken)
 	if err != nil {
-		return nil, pushError(err)
+		return nil, pushError(err, "")
 	}
 	if c, ok := callFrom(ctx); ok && c.nextPageToken != nil {
 		*c.nextPageToken = next
@@ -175,7 +178,7 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskP
 		return errConfigIDRequired
 	}
 	if err := st.Delete(ctx, p.principal, string(req.TaskID), req.ID); err != nil && !errors.Is(err, push.ErrNotFound) {
-		return pushError(err)
+		return pushError(err, req.ID)
 	}
 	return nil
 }
@@ -203,7 +206,7 @@ func (h *handler) inlinePush(ctx context.Context, in normalizer.Input, req *a2a.
 	cfg.TaskID = a2a.TaskID(env.TaskID)
 	_, undo, err := st.CreateUndoable(ctx, a2aproto.InlinePushPrincipal(in, prev, env), push.FromV1(&cfg))
 	if err != nil {
-		return nil, pushError(err)
+		return nil, pushError(err, cfg.ID)
 	}
 	return undo, nil
 }
