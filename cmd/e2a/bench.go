@@ -77,7 +77,7 @@ func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlag
 	m.replicas = fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
 	m.asJSON = fs.Bool("json", false, "print the report as JSON")
 	m.chart = fs.String("chart", "", "write a PNG chart of latency percentiles against offered load")
-	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the full-load phase")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the full-load phase (with --duration: one per interval, FILE.<seconds>)")
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write an allocation profile after the full-load phase")
 	fs.StringVar(&c.MutexProfile, "mutexprofile", "", "write a mutex profile of the full-load phase")
 	fs.StringVar(&c.BlockProfile, "blockprofile", "", "write a block profile of the full-load phase")
@@ -188,7 +188,7 @@ func (m *benchFlags) checkModes(c *bench.Config) error {
 func runBenchSoak(ctx context.Context, c bench.Config, m *benchFlags) error {
 	sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *m.duration, Interval: *m.interval, Rate: *m.rate,
 		Protocol: c.Protocol, Console: c.Console, TCP: c.TCP, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress,
-		Retention: *m.retention, NATSURL: c.NATSURL})
+		Retention: *m.retention, NATSURL: c.NATSURL, CPUProfile: c.CPUProfile})
 	if err != nil {
 		return err
 	}

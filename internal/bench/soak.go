@@ -39,7 +39,11 @@ type SoakConfig struct {
 	// requests, by design).
 	Retention time.Duration `json:"retention,omitempty"`
 	Timeout   time.Duration
-	Progress  func(string) `json:"-"`
+	// CPUProfile, when set, writes a CPU profile of each interval to
+	// CPUProfile.<seconds since the start> (what a store that fills costs,
+	// interval by interval).
+	CPUProfile string       `json:"-"`
+	Progress   func(string) `json:"-"`
 }
 
 // SoakSample is one interval.
@@ -181,7 +185,18 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 	requests := 0
 	for time.Since(start) < sc.Duration && ctx.Err() == nil {
 		n := max(int(sc.Rate*sc.Interval.Seconds()), 1)
+		stopCPU := func() []byte { return nil }
+		if sc.CPUProfile != "" {
+			if stopCPU, err = startCPUProfile(); err != nil {
+				return nil, err
+			}
+		}
 		ph := openLoop(ctx, "soak", n, sc.Rate, 4096, ids, do)
+		if prof := stopCPU(); prof != nil {
+			if err := os.WriteFile(fmt.Sprintf("%s.%04.0f", sc.CPUProfile, time.Since(start).Seconds()), prof, 0o644); err != nil {
+				return nil, err
+			}
+		}
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
 		at := time.Since(start).Seconds()

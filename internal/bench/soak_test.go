@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,18 +32,25 @@ func TestSlope(t *testing.T) {
 }
 
 // TestRunSoak runs a two-second soak at a low rate: every interval is
-// sampled with positive numbers (no timing assertion).
+// sampled with positive numbers (no timing assertion), each with its CPU
+// profile when asked.
 func TestRunSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the pipeline")
 	}
+	prof := filepath.Join(t.TempDir(), "cpu")
 	rep, err := RunSoak(context.Background(), SoakConfig{Duration: 2 * time.Second, Interval: time.Second, Rate: 50,
-		Protocol: ProtoA2AStream, Console: true, Frames: 8, FrameBytes: 64})
+		Protocol: ProtoA2AStream, Console: true, Frames: 8, FrameBytes: 64, CPUProfile: prof})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Samples) < 2 {
 		t.Fatalf("samples: %d", len(rep.Samples))
+	}
+	if profs, _ := filepath.Glob(prof + ".*"); len(profs) != len(rep.Samples) {
+		t.Errorf("CPU profiles %q for %d intervals", profs, len(rep.Samples))
+	} else if b, err := os.ReadFile(profs[0]); err != nil || len(b) == 0 {
+		t.Errorf("CPU profile %s: %d bytes, %v", profs[0], len(b), err)
 	}
 	for i, s := range rep.Samples {
 		if s.RPS <= 0 || s.HeapBytes == 0 || s.LiveHeapBytes == 0 || s.RSSBytes == 0 || s.StoreBytes <= 0 || s.Failed != 0 || s.TTFF.P50 <= 0 || s.CPUPerRequest <= 0 {
