@@ -386,7 +386,27 @@ type turnCond struct {
 	open bool
 	// cancel records the turn as the task's cancel turn.
 	cancel bool
+	// protocol, when set, must be the record's protocol (a workflow
+	// executionId joins only a workflow execution's record), else
+	// errOtherProtocol with the record, nothing written.
+	protocol string
 }
+
+// refusal is why cond refuses a turn after rec's newest request (key
+// its record's key), nil when it takes it.
+func (cond turnCond) refusal(rec *TaskRecord, key string) error {
+	if cond.open && rec.cancelled() {
+		return taskTerminal(rec.ID)
+	}
+	if cond.after != "" && rec.LastRequest() != cond.after {
+		return fmt.Errorf("%w: task %s", errRecordMoved, key)
+	}
+	return nil
+}
+
+// errOtherProtocol reports a conditional append (appendAfter, with
+// turnCond.protocol) refused: the record is a task of another protocol.
+var errOtherProtocol = errors.New("ingress: the task is another protocol's")
 
 // appendAfter is appendRequest, requestID appended only as cond asks;
 // when it refuses, nothing is written. A record that holds requestID
@@ -411,6 +431,9 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 			rec, write, err := s.newRecord(ctx, kind, base, requestID, by, now)
 			if err != nil {
 				return nil, false, err
+			}
+			if cond.protocol != "" && rec.Protocol != cond.protocol {
+				return rec, false, errOtherProtocol
 			}
 			if !write {
 				return rec, false, nil // the first turn again: its request is the record
@@ -444,14 +467,14 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 		if !by.Allows(tenant.Write, rec.Principal) {
 			return nil, false, ErrTaskNotFound
 		}
+		if cond.protocol != "" && rec.Protocol != cond.protocol {
+			return &rec, false, errOtherProtocol
+		}
 		if slices.Contains(rec.RequestIDs, requestID) {
 			return &rec, false, nil // idempotent retry
 		}
-		if cond.open && rec.cancelled() {
-			return nil, false, taskTerminal(rec.ID)
-		}
-		if cond.after != "" && rec.LastRequest() != cond.after {
-			return nil, false, fmt.Errorf("%w: task %s", errRecordMoved, key)
+		if err := cond.refusal(&rec, key); err != nil {
+			return nil, false, err
 		}
 		rec.RequestIDs = append(rec.RequestIDs, requestID)
 		rec.addWriter(by)

@@ -148,8 +148,8 @@ func (s *Server) workflowAPI() *workflow.API {
 
 type wfSubmitter struct{ s *Server }
 
-// Submit publishes the execution on the workflow pool (the routing rule's
-// choice for a2e.workflow.execute) and indexes its executionId.
+// Submit indexes the execution's executionId, then publishes it on the
+// workflow pool (the routing rule's choice for a2e.workflow.execute).
 func (w wfSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
 	pool := workflow.Pool
 	if w.s.opts.routes != nil {
@@ -158,33 +158,90 @@ func (w wfSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
 	// The envelope's user_id is the authenticated principal (or, with
 	// authentication off, whoever the request claims to be).
 	p := Principal{UserID: env.UserID, Open: w.s.opts.auth == nil || w.s.opts.auth.Open()}
+	// The executionId is indexed before the publish, as POST /a2e does
+	// (IndexExecution): an execution that cannot be indexed is not queued
+	// (503, retried whole), and an accepted one is found by it.
+	var undo func(context.Context) error
+	if env.TaskID != "" {
+		var err error
+		if undo, err = (protocolHost{w.s}).IndexExecution(ctx, pool, env); err != nil {
+			return err
+		}
+	}
 	// The id is looked up whoever made it (idChosen): the workflow API
 	// builds the envelope and submits it in two calls.
 	acc, err := w.s.publish(ctx, p, pool, env, idChosen)
+	if undo != nil && (err != nil || acc.Duplicate) {
+		// Not published, or a duplicate (the request id, an
+		// Idempotency-Key, already stored), answered as the first
+		// submission, which indexed its own executionId: whatever
+		// executionId the retry carries is not indexed against it.
+		_ = undo(context.WithoutCancel(ctx)) // logs its own failure
+	}
 	if errors.Is(err, ErrConflict) {
 		return errors.Join(workflow.ErrConflict, err)
 	}
 	if errors.Is(err, ErrTooLarge) {
 		return errors.Join(workflow.ErrTooLarge, err)
 	}
-	if err != nil {
-		return err
+	return err
+}
+
+// indexExecution lists requestID under the workflow executionId env.TaskID
+// in the task index, for env's principal (env.UserID; with authentication
+// off, whoever the request claims to be), pool the pool it goes to: what
+// GET /api/v1/executions/{executionId} reads. added is false when the
+// record held it already. An executionId another principal holds is left
+// alone, no error: the execution is accepted and answers by its request
+// id; only the lookup by executionId stays with the first owner. An
+// executionId naming a task of the principal's that is not a workflow
+// execution (an A2A task, an E2A task_id: its record's protocol) is
+// workflow.ErrNotExecution, nothing appended (turnCond.protocol):
+// published, the execution would be that task's next turn.
+func (s *Server) indexExecution(ctx context.Context, pool string, env *e2a.Envelope, requestID string) (added bool, err error) {
+	p := Principal{UserID: env.UserID, Open: s.opts.auth == nil || s.opts.auth.Open()}
+	rec, added, err := s.opts.tasks.appendAfter(ctx, KindTask, TaskRecord{ID: env.TaskID, Protocol: normalizer.ProtocolWorkflow, Pool: pool,
+		Principal: env.UserID}, requestID, p.Tenant(), turnCond{protocol: normalizer.ProtocolWorkflow})
+	switch {
+	case errors.Is(err, ErrTaskNotFound):
+		s.opts.log.Info("workflow executionId taken by another principal; not indexed", "request_id", requestID)
+		return false, nil
+	case errors.Is(err, errOtherProtocol):
+		// Checked on the revision the append would have written:
+		// nothing written, no read of its own.
+		return false, fmt.Errorf("%w (a %s task)", workflow.ErrNotExecution, rec.Protocol)
+	case err != nil:
+		return false, err
 	}
-	if env.TaskID != "" && !acc.Duplicate {
-		// A duplicate (the request id, an Idempotency-Key, already
-		// stored) is answered as the first submission, which indexed its
-		// own executionId: whatever executionId the retry carries is not
-		// indexed against it.
-		_, err = w.s.opts.tasks.Append(ctx, KindTask, TaskRecord{ID: env.TaskID, Protocol: normalizer.ProtocolWorkflow, Pool: pool, Principal: env.UserID}, acc.RequestID, p.Tenant())
-		if errors.Is(err, ErrTaskNotFound) {
-			// Another principal uses the same executionId: the execution
-			// is accepted and answers by its execution_id; only the lookup
-			// by executionId stays with the first owner.
-			w.s.opts.log.Info("workflow executionId taken by another principal; not indexed", "request_id", acc.RequestID)
-			err = nil
-		}
+	return added, nil
+}
+
+// unindexExecution takes requestID out of the executionId id's record
+// again (an execution not accepted: refused, a duplicate); its failure is
+// logged.
+func (s *Server) unindexExecution(ctx context.Context, id, requestID string) error {
+	err := s.opts.tasks.Remove(ctx, KindTask, id, requestID)
+	if err != nil {
+		s.opts.log.Warn("a workflow execution not accepted (refused, or a duplicate) stays listed under its executionId",
+			"request_id", requestID, "err", err)
 	}
 	return err
+}
+
+// IndexExecution indexes the executionId of a workflow execution POST /a2e
+// is about to publish (workflow.ExecutionIndex), as the REST API's
+// Submitter indexes it (indexExecution), but before the publish: an
+// accepted execution is found by its executionId. One KV read and write
+// (and, for an executionId never indexed, one direct get: is it an A2A
+// task's?) per a2e.workflow.execute message carrying one.
+func (h protocolHost) IndexExecution(ctx context.Context, pool string, env *e2a.Envelope) (func(context.Context) error, error) {
+	added, err := h.s.indexExecution(ctx, pool, env, env.RequestID)
+	if err != nil || !added {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		return h.s.unindexExecution(ctx, env.TaskID, env.RequestID)
+	}, nil
 }
 
 type wfTasks struct{ s *Server }
@@ -227,4 +284,7 @@ func (h protocolHost) WorkflowAPI() *workflow.API {
 	return h.s.workflowAPI()
 }
 
-var _ workflow.Host = protocolHost{}
+var (
+	_ workflow.Host           = protocolHost{}
+	_ workflow.ExecutionIndex = protocolHost{}
+)

@@ -146,6 +146,11 @@ var a2eBaseFields = map[string]bool{"a2e": true, "version": true, "type": true, 
 //     every invoke/event copy it);
 //   - timestamp ← ts (epoch seconds → RFC 3339 UTC), now when absent;
 //   - params ← every field but the base ones (a2e, version, type, id, ts);
+//   - type a2e.workflow.execute (MethodWorkflowExecute): task_id ← the
+//     executionId of its workflow (a2eExecutionID), as FromWorkflow sets it;
+//     a workflow string (JSONL, or a JSON array of the messages, read as
+//     the workflow worker reads it) becomes FromWorkflow's JSONL, its
+//     secrets removed as from an array of the messages (a2eWorkflow);
 //   - provenance source_protocol "a2e", details a2e_type, a2e_version (the
 //     "a2e" or "version" field, "1.0" when absent), a2e_model and a2e_known;
 //   - Op from the registry: base types are OpLocal; a plugin type's own Op
@@ -156,7 +161,9 @@ var a2eBaseFields = map[string]bool{"a2e": true, "version": true, "type": true, 
 // Errors (Error.ReqID set to req_id, else id, either only when it passes
 // the request-id grammar): ErrParse; ErrInvalidRequest (not an object,
 // more than one message, type missing or not a string, a base field of
-// the wrong type); ErrInvalidParams (a registered type without one of its
+// the wrong type); ErrInvalidParams with Error.Lines (A2E
+// validation_error) for a workflow string with a message that is not a
+// JSON object; ErrInvalidParams (a registered type without one of its
 // required fields; a type of more than MaxA2EType bytes or outside
 // subjects.ValidateRequestID's grammar, which the answer's type is built
 // from: the error's Method is then its longest sound prefix, at most
@@ -252,11 +259,82 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 		env.Params = params
 	}
 	d := env.Provenance.Details
+	if typ == MethodWorkflowExecute {
+		if e := r.a2eWorkflow(env, params); e != nil {
+			return answer(e)
+		}
+	}
 	d[DetailA2EType] = typ
 	d[DetailA2EVersion] = version
 	d[DetailA2EModel] = t.Model
 	d[DetailA2EKnown] = known
 	return r.finish(env, t.Op, false)
+}
+
+// a2eWorkflow prepares the workflow of an a2e.workflow.execute message
+// (params.workflow) and sets env's task_id to its executionId
+// (a2eExecutionID of its last message: the id clients poll with, GET
+// /api/v1/executions/{id}, as FromWorkflow sets it; ingress indexes it
+// before the publish). A string is read as the workflow worker reads it
+// (readWorkflow: JSONL, or a JSON array of the messages) and replaced by
+// the JSONL FromWorkflow writes (workflowJSONL: secrets removed, the
+// sender's line numbers kept), the count in details.stripped_secrets, so
+// that a secret in the text is removed as it is from an array of the
+// messages (by stripSecrets). A string with a message that is no JSON
+// object is refused with its lines (ErrInvalidParams, A2E
+// validation_error, the worker's code for it): its secrets are out of
+// reach. Blank text is kept.
+func (r *req) a2eWorkflow(env *e2a.Envelope, params map[string]any) *Error {
+	var last map[string]any
+	switch wf := params["workflow"].(type) {
+	case []any:
+		if len(wf) > 0 {
+			last, _ = wf[len(wf)-1].(map[string]any)
+		}
+	case string:
+		var msgs []map[string]any
+		var nos []int
+		var bad []LineError
+		readWorkflow(wf, func(ln int, m map[string]any) {
+			msgs, nos = append(msgs, m), append(nos, ln)
+		}, func(ln int, format string, a ...any) {
+			if len(bad) < MaxWorkflowErrors {
+				bad = append(bad, LineError{Line: ln, Message: sprintf(format, a...)})
+			}
+		})
+		if len(bad) > 0 {
+			return &Error{Kind: ErrInvalidParams, Protocol: ProtocolA2E, Lines: bad,
+				Msg: sprintf("workflow has %d message(s) that are not JSON objects", len(bad))}
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		text, stripped, err := workflowJSONL(msgs, nos, r.n.secretRef)
+		if err != nil {
+			return newErr(ErrInvalidParams, ProtocolA2E, "%v", err)
+		}
+		params["workflow"] = text
+		if stripped > 0 {
+			env.Provenance.Details[DetailStrippedSecrets] = stripped
+		}
+		last = msgs[len(msgs)-1]
+	}
+	env.TaskID = a2eExecutionID(last)
+	return nil
+}
+
+// a2eExecutionID is the executionId of the last message of an
+// a2e.workflow.execute's workflow (a2eWorkflow) when it is a
+// beginExecution whose executionId the workflow executor takes (its
+// grammar, at most MaxWorkflowIDLen characters) and a task id's
+// (subjects.ValidateRequestID); "" otherwise, a workflow the executor
+// refuses (beginExecution is its last message).
+func a2eExecutionID(last map[string]any) string {
+	id, _ := last["executionId"].(string)
+	if last["type"] != WorkflowBeginExecution || !validWorkflowID(id) || subjects.ValidateRequestID(id) != nil {
+		return ""
+	}
+	return id
 }
 
 // a2eTimestamp is an A2E ts (epoch seconds, a number or a numeric

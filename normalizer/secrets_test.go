@@ -31,6 +31,11 @@ func TestSecretPlacements(t *testing.T) {
 		{"acp prompt", n.FromACP, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"sess-keep","prompt":[{"type":"text","text":"hi"}],"_meta":{"e2a_params":` + params + `}}}`},
 		{"a2e", n.FromA2E, `{"a2e":"1.0","id":"c1","type":"chat/req","req_id":"r-1","text":"hi","auth":{"token":"` + s + `20","scheme":"` + s + `21"},"max_tokens":64,"token_count":3}`},
 		{"workflow", n.FromWorkflow, `{"workflow":` + jsonString(`{"type":"operationUpdate","operationId":"a","operation":{"ApiCall":{"method":"GET","url":"https://api.example.com/x","headers":{"Authorization":{"credentialRef":{"id":"api-key-123"},"prefix":"Bearer "},"X-Api-Key":"`+s+`22"},"outputPath":"/workflow/x"}}}`+"\n"+`{"type":"beginExecution","executionId":"e1","operationOrder":["a"]}`) + `}`},
+		// An A2E workflow as JSONL text, and as a JSON array in a string:
+		// the workflow worker reads both, so the secrets in them are found.
+		{"a2e workflow jsonl", n.FromA2E, `{"a2e":"1.0","id":"w1","type":"a2e.workflow.execute","req_id":"r-w1","workflow":` + jsonString(a2eSecretOp(s+`26`)+"\n"+`{"type":"beginExecution","executionId":"e1","operationOrder":["a"]}`) + `}`},
+		{"workflow array in a string", n.FromWorkflow, `{"workflow":` + jsonString(`[`+a2eSecretOp(s+`28`)+`,{"type":"beginExecution","executionId":"e1","operationOrder":["a"]}]`) + `}`},
+		{"a2e workflow array in a string", n.FromA2E, `{"a2e":"1.0","id":"w2","type":"a2e.workflow.execute","req_id":"r-w2","workflow":` + jsonString(`[`+a2eSecretOp(s+`27`)+`,{"type":"beginExecution","executionId":"e1","operationOrder":["a"]}]`) + `}`},
 	}
 	for _, c := range cases {
 		res, err := c.ad(normalizer.Input{Body: []byte(c.body)})
@@ -103,6 +108,13 @@ func TestHeaderLineSecrets(t *testing.T) {
 			t.Errorf("%s: stripped_secrets %s, want %d", c.name, got, c.hidden)
 		}
 	}
+}
+
+// a2eSecretOp is an operationUpdate whose ApiCall sends a literal bearer
+// token (secret) and a vault reference.
+func a2eSecretOp(secret string) string {
+	return `{"type":"operationUpdate","operationId":"a","operation":{"ApiCall":{"method":"GET","url":"https://api.example.com/x",` +
+		`"headers":{"Authorization":"Bearer ` + secret + `","X-Key":{"credentialRef":{"id":"api-key-123"},"prefix":"Bearer "}},"outputPath":"/workflow/x"}}}`
 }
 
 func jsonString(s string) string {

@@ -23,7 +23,17 @@ const (
 // MaxWorkflowErrors bounds the line errors reported for one workflow.
 const MaxWorkflowErrors = 100
 
+// MaxWorkflowIDLen bounds an operationId or executionId, in characters:
+// the workflow executor's bound (workflow.Parse refuses a longer one).
+const MaxWorkflowIDLen = 128
+
 var workflowID = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// validWorkflowID reports whether id is an operationId or executionId the
+// workflow executor takes: ^[a-zA-Z0-9_-]+$, at most MaxWorkflowIDLen.
+func validWorkflowID(id string) bool {
+	return len(id) <= MaxWorkflowIDLen && workflowID.MatchString(id)
+}
 
 // Workflow is the structure of an A2E workflow: its operations (in order
 // of first definition; a later operationUpdate of the same id replaces the
@@ -49,7 +59,8 @@ type WorkflowOperation struct {
 
 // ParseWorkflow checks the structure of a JSONL workflow and returns it,
 // or the structural errors, one per problem and line (at most
-// MaxWorkflowErrors):
+// MaxWorkflowErrors). A text starting with '[' is a JSON array of the
+// messages, its elements numbered as lines, as the workflow worker reads it.
 //
 //   - every non-blank line is a JSON object with a string type,
 //     operationUpdate or beginExecution;
@@ -61,25 +72,7 @@ type WorkflowOperation struct {
 //     non-blank line.
 func ParseWorkflow(jsonl string) (*Workflow, []LineError) {
 	p := &workflowParser{w: &Workflow{}, defined: map[string]int{}}
-	lastLine, ln := 0, 0
-	// One line at a time: a slice of every line's header would cost 16
-	// bytes per newline, 64 MiB for a body of 4 MiB of blank lines.
-	for raw := range strings.SplitSeq(jsonl, "\n") {
-		ln++
-		line := strings.TrimSpace(raw)
-		if line == "" {
-			continue
-		}
-		lastLine = ln
-		if err := e2a.CheckDepth([]byte(line), e2a.MaxNesting); err != nil {
-			p.add(ln, "", "JSON nests deeper than %d", e2a.MaxNesting)
-			continue
-		}
-		var m map[string]any
-		if err := e2a.DecodeStrict([]byte(line), &m); err != nil || m == nil {
-			p.add(ln, "", "not a JSON object")
-			continue
-		}
+	lastLine := readWorkflow(jsonl, func(ln int, m map[string]any) {
 		p.w.Lines = append(p.w.Lines, m)
 		typ, _ := m["type"].(string)
 		switch typ {
@@ -92,7 +85,7 @@ func ParseWorkflow(jsonl string) (*Workflow, []LineError) {
 		default:
 			p.add(ln, "type", "unknown type %s (want operationUpdate or beginExecution)", echo(typ))
 		}
-	}
+	}, func(ln int, format string, a ...any) { p.add(ln, "", format, a...) })
 	switch {
 	case lastLine == 0:
 		p.add(1, "", "empty workflow")
@@ -120,6 +113,88 @@ func (p *workflowParser) add(line int, field, format string, a ...any) {
 	if len(p.errs) < MaxWorkflowErrors {
 		p.errs = append(p.errs, LineError{Line: line, Field: field, Message: sprintf(format, a...)})
 	}
+}
+
+// readWorkflow reads the messages of a workflow's text as the workflow
+// worker does (workflow.Parse): the elements of a JSON array of messages
+// when the text starts with '[', numbered from 1 as lines, else its JSONL
+// lines (blank lines skipped, counted). msg gets each message that is a
+// JSON object, in order, with its line; bad each one that is not, or
+// nests deeper than e2a.MaxNesting. It returns the last message's line
+// (0 when there is none).
+func readWorkflow(text string, msg func(ln int, m map[string]any), bad func(ln int, format string, a ...any)) int {
+	if t := strings.TrimSpace(text); strings.HasPrefix(t, "[") {
+		var arr []any
+		if e2a.CheckDepth([]byte(t), e2a.MaxNesting) != nil || e2a.DecodeStrict([]byte(t), &arr) != nil {
+			bad(1, "not a JSON array of messages (nesting at most %d)", e2a.MaxNesting)
+			return 1
+		}
+		for i, v := range arr {
+			if m, ok := v.(map[string]any); ok && m != nil {
+				msg(i+1, m)
+			} else {
+				bad(i+1, "not a JSON object")
+			}
+		}
+		return len(arr)
+	}
+	lastLine, ln := 0, 0
+	// One line at a time: a slice of every line's header would cost 16
+	// bytes per newline, 64 MiB for a body of 4 MiB of blank lines.
+	for raw := range strings.SplitSeq(text, "\n") {
+		ln++
+		line := strings.TrimSpace(raw)
+		if line == "" {
+			continue
+		}
+		lastLine = ln
+		if err := e2a.CheckDepth([]byte(line), e2a.MaxNesting); err != nil {
+			bad(ln, "JSON nests deeper than %d", e2a.MaxNesting)
+			continue
+		}
+		var m map[string]any
+		if err := e2a.DecodeStrict([]byte(line), &m); err != nil || m == nil {
+			bad(ln, "not a JSON object")
+			continue
+		}
+		msg(ln, m)
+	}
+	return lastLine
+}
+
+// workflowJSONL removes the secrets of a workflow's messages in place
+// (scrubMap, every adapter's policy: a literal ApiCall header
+// "Authorization": "Bearer …" is replaced, a {"credentialRef": …} header
+// and its scheme prefix are kept) and then writes them as canonical
+// JSONL, one compact object a line, so that no copy keeps a secret. With
+// lineNos (each message's line), a blank line stands for each line
+// skipped, so that the worker's errors name the sender's lines, and the
+// last line has no newline (a compact one-line workflow keeps its size,
+// which the worker and the A2E door hold against the workflow limit). It
+// returns the text and how many values it replaced.
+func workflowJSONL(lines []map[string]any, lineNos []int, ref SecretRefFunc) (string, int, error) {
+	stripped := 0
+	for _, l := range lines {
+		stripped += scrubMap(l, ref)
+	}
+	var buf bytes.Buffer
+	newlines := 0
+	for i, l := range lines {
+		b, err := marshalNoEscape(l)
+		if err != nil {
+			return "", 0, fmt.Errorf("workflow line does not encode: %v", err)
+		}
+		if lineNos == nil {
+			buf.Write(b)
+			buf.WriteByte('\n')
+			continue
+		}
+		for ; newlines < lineNos[i]-1; newlines++ {
+			buf.WriteByte('\n')
+		}
+		buf.Write(b)
+	}
+	return buf.String(), stripped, nil
 }
 
 // operationUpdate reads the operationUpdate m of line ln: a valid one
@@ -188,8 +263,9 @@ func (p *workflowParser) beginExecution(ln int, m map[string]any) {
 
 // FromWorkflow normalizes an A2E workflow, sent either as JSONL (one
 // operationUpdate/beginExecution per line) or as the REST body
-// {"workflow": "<jsonl>"} of POST /api/v1/workflows/execute, into one
-// envelope for the workflow pool:
+// {"workflow": "<jsonl>"} of POST /api/v1/workflows/execute (the text may
+// be a JSON array of the messages, as the workflow executor reads it),
+// into one envelope for the workflow pool:
 //
 //   - method "a2e.workflow.execute" (routed to WorkflowPool unless a
 //     method rule says otherwise), source_protocol "a2e", details
@@ -224,23 +300,12 @@ func (n *Normalizer) FromWorkflow(in Input) (*Result, error) {
 	env.Provenance.Details[DetailWorkflowFormat] = format
 	env.TaskID = w.ExecutionID
 	env.IsStream = format == "jsonl"
-	// Strip secrets from the operations first, then write the canonical
-	// JSONL from the stripped lines, so that no copy keeps a secret.
-	stripped := 0
-	for _, l := range w.Lines {
-		stripped += scrubMap(l, r.n.secretRef)
+	text, stripped, err := workflowJSONL(w.Lines, nil, r.n.secretRef)
+	if err != nil {
+		return nil, newErr(ErrInvalidParams, ProtocolWorkflow, "%v", err)
 	}
 	if stripped > 0 {
 		env.Provenance.Details[DetailStrippedSecrets] = stripped
-	}
-	var buf bytes.Buffer
-	for _, l := range w.Lines {
-		b, err := marshalNoEscape(l)
-		if err != nil {
-			return nil, newErr(ErrInvalidParams, ProtocolWorkflow, "workflow line does not encode: %v", err)
-		}
-		buf.Write(b)
-		buf.WriteByte('\n')
 	}
 	ops := make([]any, len(w.Operations))
 	for i, o := range w.Operations {
@@ -251,7 +316,7 @@ func (n *Normalizer) FromWorkflow(in Input) (*Result, error) {
 		order[i] = o
 	}
 	env.Params = map[string]any{
-		"workflow":        buf.String(),
+		"workflow":        text,
 		"execution_id":    w.ExecutionID,
 		"operation_order": order,
 		"operations":      ops,

@@ -26,7 +26,8 @@ import (
 
 // Submitter publishes a workflow envelope durably (the ingress publishes
 // on e2a.req.workflow.<request_id> and returns after the PubAck). Its
-// errors wrapping ErrConflict are answered 409, ErrTooLarge 413, any other
+// errors wrapping ErrConflict or ErrNotExecution are answered 409,
+// ErrTooLarge 413, any other
 // 503 with Retry-After.
 type Submitter interface {
 	Submit(ctx context.Context, env *e2a.Envelope) error
@@ -112,6 +113,17 @@ var ErrThrottled = errors.New("workflow: too many failed authentications")
 // (an Idempotency-Key) is already taken by another principal; the API
 // answers 409 and reveals nothing of the other execution.
 var ErrConflict = errors.New("workflow: id already in use by another principal")
+
+// NotExecutionMessage is the refusal of an execution whose executionId
+// names a task of the caller that is not a workflow execution (an A2A
+// task, an E2A task_id): ErrNotExecution.
+const NotExecutionMessage = "executionId names a task that is not a workflow execution"
+
+// ErrNotExecution is returned by a Submitter (and by an ExecutionIndex)
+// when the execution's executionId names a task of the caller that is not
+// a workflow execution: it is not published (it would be that task's next
+// turn). The API answers 409, NotExecutionMessage, not retryable.
+var ErrNotExecution = errors.New("workflow: " + NotExecutionMessage)
 
 // ErrTooLarge is returned by a Submitter when the execution's envelope is
 // larger than the message broker accepts; the API answers 413, not
@@ -419,6 +431,56 @@ func statusFor(e *Error) int {
 	return http.StatusOK
 }
 
+// prepare validates the workflow text of an execution and builds its
+// envelope; false when it answered a refusal. The size is held against
+// MaxWorkflowBytes on the text the worker measures, the envelope's
+// workflow (WorkflowText: the normalizer's canonical JSONL, a newline
+// after each line, U+2028 written \u2028), not on the text sent: refused
+// here, nothing published, exactly when the worker would refuse it, in
+// the worker's words. A text sent over the limit that fits once
+// published (blank lines, white space) is validated as published.
+func (a *API) prepare(w http.ResponseWriter, r *http.Request, p Principal, text string) (*e2a.Envelope, bool) {
+	invalid := func(res ValidationResult) (*e2a.Envelope, bool) {
+		we := validationError(res)
+		writeError(w, statusFor(we), we)
+		return nil, false
+	}
+	wf, res := a.Executor.Validate(p.ID, text)
+	oversize := len(text) > MaxWorkflowBytes // (res is its too_large)
+	if !res.Valid && !oversize {
+		return invalid(res)
+	}
+	build := a.NewEnvelope
+	if build == nil {
+		build = NewEnvelope
+	}
+	env, err := build(r, p, text)
+	switch {
+	case err != nil && oversize:
+		return invalid(res)
+	case errors.Is(err, ErrInvalidRequest):
+		// What a client reads of it: no "workflow: " or "normalizer
+		// workflow: " prefix (egress.ClientMessage); logs keep err.Error().
+		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: strings.TrimPrefix(egress.ClientMessage(err), "workflow: ")})
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, &Error{Type: ExecutionError, Message: "the execution could not be prepared"})
+		return nil, false
+	}
+	if pub, err := WorkflowText(env); err != nil || oversize || len(pub) > MaxWorkflowBytes {
+		if err == nil {
+			wf, res = a.Executor.Validate(p.ID, pub) // the worker's validation
+		}
+		if !res.Valid {
+			return invalid(res)
+		}
+	}
+	if env.TaskID == "" {
+		env.TaskID = wf.ExecutionID
+	}
+	return env, true
+}
+
 func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 	if a.Submitter == nil || a.Frames == nil {
 		writeError(w, http.StatusNotImplemented, &Error{Type: ExecutionError, Message: "execution is not configured on this server"})
@@ -428,31 +490,15 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 	if !ok {
 		return
 	}
-	wf, res := a.Executor.Validate(p.ID, text)
-	if !res.Valid {
-		we := validationError(res)
-		writeError(w, statusFor(we), we)
+	env, ok := a.prepare(w, r, p, text)
+	if !ok {
 		return
-	}
-	build := a.NewEnvelope
-	if build == nil {
-		build = NewEnvelope
-	}
-	env, err := build(r, p, text)
-	if errors.Is(err, ErrInvalidRequest) {
-		// What a client reads of it: no "workflow: " or "normalizer
-		// workflow: " prefix (egress.ClientMessage); logs keep err.Error().
-		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: strings.TrimPrefix(egress.ClientMessage(err), "workflow: ")})
-		return
-	}
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, &Error{Type: ExecutionError, Message: "the execution could not be prepared"})
-		return
-	}
-	if env.TaskID == "" {
-		env.TaskID = wf.ExecutionID
 	}
 	if err := a.Submitter.Submit(r.Context(), env); err != nil {
+		if errors.Is(err, ErrNotExecution) {
+			writeError(w, http.StatusConflict, &Error{Type: ValidationError, Message: NotExecutionMessage})
+			return
+		}
 		if errors.Is(err, ErrConflict) {
 			writeError(w, http.StatusConflict, &Error{Type: ValidationError, Message: "the Idempotency-Key is already in use; choose another"})
 			return
@@ -604,7 +650,9 @@ type ExecutionStatus struct {
 	Operations          []OperationStatus `json:"operations"`
 }
 
-// OperationStatus is one finished operation run of an execution.
+// OperationStatus is one operation run of an execution: pending (listed
+// in operationOrder, not started yet), running, then success or failed.
+// An ended execution lists the runs that ended.
 type OperationStatus struct {
 	OperationID string          `json:"operationId"`
 	Type        string          `json:"type"`
@@ -624,34 +672,11 @@ func statusFromFrames(frames []*e2a.Response) *ExecutionStatus {
 	}
 	st.ExecutionID = frames[0].RequestID
 	st.StartedAt = frames[0].Timestamp
+	ops := &opTracker{byCall: map[string]int{}}
 	for _, f := range frames {
 		switch f.ResponseKind {
 		case e2a.KindChunk:
-			var c struct {
-				DeltaKind string `json:"delta_kind"`
-				Delta     struct {
-					Type     string `json:"type"`
-					Name     string `json:"name"`
-					Response struct {
-						OperationID string          `json:"operationId"`
-						Status      string          `json:"status"`
-						DurationMs  int64           `json:"duration_ms"`
-						Cached      bool            `json:"cached"`
-						Result      json.RawMessage `json:"result"`
-						Error       json.RawMessage `json:"error"`
-					} `json:"response"`
-				} `json:"delta"`
-			}
-			if json.Unmarshal(f.Body, &c) != nil || c.DeltaKind != e2a.DeltaTool || c.Delta.Type != e2a.ToolFunctionResponse {
-				continue
-			}
-			rs := c.Delta.Response
-			st.Operations = append(st.Operations, OperationStatus{OperationID: rs.OperationID, Type: c.Delta.Name, Status: rs.Status, DurationMs: rs.DurationMs, Cached: rs.Cached, Error: rs.Error})
-			if len(rs.Result) > 0 && rs.Status == StatusSuccess {
-				if v, err := decodeJSON(rs.Result); err == nil {
-					st.Results[rs.OperationID] = v
-				}
-			}
+			ops.chunk(st, f.Body)
 		case e2a.KindComplete:
 			var c struct {
 				Result *Outcome `json:"result"`
@@ -698,6 +723,7 @@ func statusFromFrames(frames []*e2a.Response) *ExecutionStatus {
 			st.WorkflowExecutionID = b.Details.WorkflowExecutionID
 		}
 	}
+	st.Operations = ops.list(st.CompletedAt != "")
 	if st.DurationMs == 0 && st.CompletedAt != "" {
 		t0, e1 := e2a.ParseTime(st.StartedAt)
 		t1, e2 := e2a.ParseTime(st.CompletedAt)
@@ -706,6 +732,86 @@ func statusFromFrames(frames []*e2a.Response) *ExecutionStatus {
 		}
 	}
 	return st
+}
+
+// opTracker follows an execution's operations through its chunks: the
+// plan (Executor.Serve's first frame: operationOrder, pending), then each
+// run's function_call (running) and function_response (ended), matched by
+// the call's id.
+type opTracker struct {
+	ops    []OperationStatus
+	byCall map[string]int // function_call id → index in ops
+}
+
+// chunk reads one e2a.chunk frame's body into st and the operations.
+func (t *opTracker) chunk(st *ExecutionStatus, body json.RawMessage) {
+	var c struct {
+		DeltaKind string `json:"delta_kind"`
+		Delta     struct {
+			Kind string        `json:"kind"` // custom
+			Data executionPlan `json:"data"`
+			Type string        `json:"type"` // tool
+			ID   string        `json:"id"`
+			Name string        `json:"name"`
+			Args struct {
+				OperationID string `json:"operationId"`
+				Parent      string `json:"parent"`
+			} `json:"args"`
+			Response operationResult `json:"response"`
+		} `json:"delta"`
+	}
+	if json.Unmarshal(body, &c) != nil {
+		return
+	}
+	d := c.Delta
+	switch {
+	case c.DeltaKind == e2a.DeltaCustom && d.Kind == "status" && d.Data.Event == EventExecution:
+		st.WorkflowExecutionID = d.Data.WorkflowExecutionID
+		t.ops = append(t.ops, d.Data.Operations...)
+	case c.DeltaKind != e2a.DeltaTool:
+	case d.Type == e2a.ToolFunctionCall:
+		t.started(d.ID, d.Name, d.Args.OperationID, d.Args.Parent)
+	case d.Type == e2a.ToolFunctionResponse:
+		rs := d.Response
+		run := OperationStatus{OperationID: rs.OperationID, Type: d.Name, Status: rs.Status, DurationMs: rs.DurationMs, Cached: rs.Cached, Error: rs.Error}
+		if i, ok := t.byCall[d.ID]; ok {
+			t.ops[i] = run
+		} else {
+			t.ops = append(t.ops, run)
+		}
+		if len(rs.Result) > 0 && rs.Status == StatusSuccess {
+			if v, err := decodeJSON(rs.Result); err == nil {
+				st.Results[rs.OperationID] = v
+			}
+		}
+	}
+}
+
+// started records run call of operation id: the first pending entry of a
+// top-level operation (the plan lists operationOrder), else a new entry.
+func (t *opTracker) started(call, typ, id, parent string) {
+	if parent == "" {
+		for i, o := range t.ops {
+			if o.OperationID == id && o.Status == StatusPending {
+				t.ops[i].Status, t.byCall[call] = StatusRunning, i
+				return
+			}
+		}
+	}
+	t.byCall[call] = len(t.ops)
+	t.ops = append(t.ops, OperationStatus{OperationID: id, Type: typ, Status: StatusRunning})
+}
+
+// list returns the operations; those of an ended execution that never
+// ended (not started, or cut by the execution's end) are left out.
+func (t *opTracker) list(ended bool) []OperationStatus {
+	out := make([]OperationStatus, 0, len(t.ops))
+	for _, o := range t.ops {
+		if !ended || o.Status != StatusPending && o.Status != StatusRunning {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // withRetryable is the executor's error object of a final frame with its
@@ -759,8 +865,7 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 		queued = a.queued(r.Context(), p, asked)
 	}
 	if queued != nil {
-		writeJSON(w, http.StatusOK, &ExecutionStatus{ExecutionID: asked, RequestID: queued.RequestID, Status: StatusRunning,
-			Results: map[string]any{}, Operations: []OperationStatus{}})
+		writeJSON(w, http.StatusOK, queuedStatus(asked, queued))
 		return
 	}
 	if !owned(frames) {
@@ -770,6 +875,21 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 	st := statusFromFrames(frames)
 	st.ExecutionID, st.RequestID = asked, id
 	writeJSON(w, http.StatusOK, st)
+}
+
+// queuedStatus is the status of an execution asked by id that no worker
+// has started: running, with its plan (the workflow's operationOrder,
+// pending, and its executionId) read from env, which the answer already
+// read: no other read.
+func queuedStatus(asked string, env *e2a.Envelope) *ExecutionStatus {
+	st := &ExecutionStatus{ExecutionID: asked, RequestID: env.RequestID, Status: StatusRunning,
+		Results: map[string]any{}, Operations: []OperationStatus{}}
+	if text, err := WorkflowText(env); err == nil {
+		wf, _ := Parse(text)
+		p := planOf(env.RequestID, wf)
+		st.WorkflowExecutionID, st.Operations = p.WorkflowExecutionID, p.Operations
+	}
+	return st
 }
 
 // queued returns the envelope of the caller's execution rid (a request

@@ -176,7 +176,9 @@
 //
 // # Frames
 //
-// See [Executor.Serve]: a tool function_call chunk when each operation
+// See [Executor.Serve]: first the plan (a custom chunk {kind: "status",
+// data: {event: "a2e.execution", execution_id, workflow_execution_id,
+// operations: operationOrder, each pending}}), a tool function_call chunk when each operation
 // starts and a function_response chunk when it ends, a custom chunk per
 // retry, then e2a.complete {result: {execution_id, workflow_execution_id,
 // status, results, duration_ms}} or e2a.error {code, message, retryable,
@@ -187,9 +189,16 @@
 // execution_id is the executionId when it resolves to this execution for
 // the caller (an executionId another principal used first stays theirs:
 // then it is the request id), and request_id is always the request id.
+// An executionId naming a task of the caller's that is not a workflow
+// execution (an A2A task) is refused before the publish: 409,
+// [ErrNotExecution].
 // GET /api/v1/executions/{id} accepts either (an executionId reused by the
-// same principal resolves to the newest) and rebuilds the status from these
-// frames ([StatusFromFrames]), execution_id echoing the id asked. A redelivered execution that already wrote frames
+// same principal resolves to the newest; one sent over POST /a2e, type
+// a2e.workflow.execute, is indexed before its publish: [ExecutionIndex]) and rebuilds the status from these
+// frames ([StatusFromFrames]), execution_id echoing the id asked: while it
+// runs, workflow_execution_id and every operation so far (pending,
+// running, success, failed; an execution no worker has started lists its
+// plan, read from its envelope); once ended, the runs that ended. A redelivered execution that already wrote frames
 // is not resumed (its calls may have had effects): the agent runtime
 // closes it with agent_interrupted, retryable. An ApiCall or StoreData
 // acts only once its function_call frame is stored (agent.Writer.Sync), so a

@@ -263,6 +263,7 @@ const (
 	StatusSuccess = "success"
 	StatusFailed  = "failed"
 	StatusRunning = "running"
+	StatusPending = "pending"
 )
 
 // Outcome is the result of one execution: the body of the final

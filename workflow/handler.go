@@ -40,7 +40,9 @@ func PrincipalOf(env *e2a.Envelope) string {
 }
 
 // WorkflowText returns the workflow of an envelope: params.workflow as
-// JSONL text, or as an array of message objects (re-encoded one a line).
+// JSONL text, or as an array of message objects (re-encoded one a line,
+// without HTML escaping). Its length is what the worker holds against
+// MaxWorkflowBytes, and the doors with it before they publish.
 func WorkflowText(env *e2a.Envelope) (string, error) {
 	v, ok := env.Params[ParamWorkflow]
 	if !ok {
@@ -50,14 +52,15 @@ func WorkflowText(env *e2a.Envelope) (string, error) {
 	case string:
 		return t, nil
 	case []any:
+		// One compact line per message, as sent: no HTML escaping (a
+		// '<' stays one byte; U+2028 and U+2029 are always escaped).
 		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
 		for _, m := range t {
-			line, err := json.Marshal(m)
-			if err != nil {
+			if err := enc.Encode(m); err != nil { // (and its newline)
 				return "", fmt.Errorf("params.%s: %v", ParamWorkflow, err)
 			}
-			b.Write(line)
-			b.WriteByte('\n')
 		}
 		return b.String(), nil
 	}
@@ -74,7 +77,11 @@ func (e *Executor) Resumable() bool { return false }
 
 // Serve runs the workflow of env as an agent.Handler of pool "workflow".
 //
-// Frames: for each operation run, an e2a.chunk with delta_kind "tool" and
+// Frames: first the plan, an e2a.chunk with delta_kind "custom" {kind:
+// "status", data: {event: "a2e.execution", execution_id,
+// workflow_execution_id, status: "running", operations: [{operationId,
+// type, status: "pending"}, …]}} (operationOrder; A2E renders it as an
+// invoke/event of kind status); then for each operation run, an e2a.chunk with delta_kind "tool" and
 // a function_call delta when it starts (id "<operationId>#<step>", name the
 // operation type, args {operationId, parent, iteration, config}) and a
 // function_response delta when it ends (response {operationId, status,
@@ -105,7 +112,10 @@ func (e *Executor) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer)
 		we := validationError(res)
 		return failure(we, env.RequestID, wf.ExecutionID, nil, 0, &res)
 	}
-	obs := &frameObserver{w: w, wf: wf, max: e.limits.MaxFrameResultBytes}
+	obs := &frameObserver{w: w, wf: wf, max: e.limits.MaxFrameResultBytes, maxPlan: e.limits.MaxResultBytes}
+	if err := obs.begin(env.RequestID); err != nil {
+		return err // the writer failed (fenced, closed): the runtime settles
+	}
 	out, err := e.Execute(ctx, principal, env.RequestID, wf, obs)
 	if err != nil {
 		return err // the writer failed (fenced, closed): the runtime settles
@@ -163,6 +173,46 @@ func failure(we *Error, execID, wfExecID string, results map[string]any, ms int6
 	return &agent.Error{Code: we.Code(), Message: we.Message, Retryable: we.Retryable, Details: details}
 }
 
+// EventExecution names the first frame of an execution (Executor.Serve):
+// a custom chunk {kind: "status", data: executionPlan}, which A2E renders
+// as an invoke/event of kind status.
+const EventExecution = "a2e.execution"
+
+// executionPlan is the data of the EventExecution frame: the ids of the
+// execution and its operationOrder, every operation pending.
+type executionPlan struct {
+	Event               string            `json:"event"`
+	ExecutionID         string            `json:"execution_id"`
+	WorkflowExecutionID string            `json:"workflow_execution_id,omitempty"`
+	Status              string            `json:"status"`
+	Operations          []OperationStatus `json:"operations"`
+}
+
+// operationResult is the response of a function_response frame.
+type operationResult struct {
+	OperationID string          `json:"operationId"`
+	Status      string          `json:"status"`
+	DurationMs  int64           `json:"duration_ms"`
+	Cached      bool            `json:"cached"`
+	Result      json.RawMessage `json:"result"`
+	Error       json.RawMessage `json:"error"`
+}
+
+// planOf is the plan of execution requestID of wf: its operationOrder,
+// pending.
+func planOf(requestID string, wf *Workflow) executionPlan {
+	p := executionPlan{Event: EventExecution, ExecutionID: requestID, WorkflowExecutionID: wf.ExecutionID, Status: StatusRunning,
+		Operations: make([]OperationStatus, 0, len(wf.Order))}
+	for _, id := range wf.Order {
+		o := OperationStatus{OperationID: id, Status: StatusPending}
+		if op := wf.Operations[id]; op != nil {
+			o.Type = op.Type
+		}
+		p.Operations = append(p.Operations, o)
+	}
+	return p
+}
+
 // leavesProcess reports whether an operation of type typ acts outside the
 // executor (an HTTP request, a stored value): its start frame is stored
 // before it runs (agent.Writer.Sync).
@@ -170,9 +220,31 @@ func leavesProcess(typ string) bool { return typ == OpApiCall || typ == OpStoreD
 
 // frameObserver writes an execution's events as frames.
 type frameObserver struct {
-	w   agent.Writer
-	wf  *Workflow
-	max int
+	w       agent.Writer
+	wf      *Workflow
+	max     int
+	maxPlan int // bound of the plan's operations list (Limits.MaxResultBytes), as of a final frame's results
+}
+
+// begin writes the execution's first frame, its plan: what a status read
+// while it runs (statusFromFrames) shows of the operations not started
+// and of the client's executionId. Written with Write, which returns once
+// the frame is queued (a Chunk waits for its store): no round trip of its
+// own; the first operation's function_call, which is waited for, stores it.
+// An operationOrder whose list would pass maxPlan bytes (an id listed
+// thousands of times) is left out: the frame must fit in one message.
+func (o *frameObserver) begin(requestID string) error {
+	p := planOf(requestID, o.wf)
+	n := 0
+	for _, op := range p.Operations {
+		// ids and types need no escaping; 64 bytes of names and punctuation
+		if n += len(op.OperationID) + len(op.Type) + 64; n > o.maxPlan {
+			p.Operations = []OperationStatus{}
+			break
+		}
+	}
+	return o.w.Write(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: e2a.DeltaCustom,
+		Delta: map[string]any{"kind": "status", "data": p}}, false)
 }
 
 func (o *frameObserver) Event(_ context.Context, ev Event) error {

@@ -288,7 +288,8 @@ func TestWorkflowPoolAndRESTAPI(t *testing.T) {
 		t.Errorf("results: %v", body["results"])
 	}
 
-	// the frames: start and end per operation, one final e2a.complete
+	// the frames: the plan (EventExecution), start and end per operation,
+	// one final e2a.complete
 	frames, err := (&StreamFrames{Conn: n.nc}).Frames(tctx(t), id)
 	if err != nil {
 		t.Fatal(err)
@@ -296,10 +297,13 @@ func TestWorkflowPoolAndRESTAPI(t *testing.T) {
 	if err := e2a.CheckFrames(frames); err != nil {
 		t.Fatal(err)
 	}
-	if len(frames) != 9 || frames[8].ResponseKind != e2a.KindComplete {
+	if len(frames) != 10 || frames[9].ResponseKind != e2a.KindComplete {
 		t.Fatalf("%d frames", len(frames))
 	}
-	for i, f := range frames[:8] {
+	if c, err := frames[0].Chunk(); err != nil || c.DeltaKind != e2a.DeltaCustom || !strings.Contains(string(frames[0].Body), `"event":"`+EventExecution+`"`) {
+		t.Errorf("frame 0, the plan: %s", frames[0].Body)
+	}
+	for i, f := range frames[1:9] {
 		c, err := f.Chunk()
 		d, _ := c.Delta.(map[string]any)
 		want := e2a.ToolFunctionCall
@@ -307,10 +311,10 @@ func TestWorkflowPoolAndRESTAPI(t *testing.T) {
 			want = e2a.ToolFunctionResponse
 		}
 		if err != nil || c.DeltaKind != e2a.DeltaTool || d["type"] != want {
-			t.Errorf("frame %d: %s", i, f.Body)
+			t.Errorf("frame %d: %s", i+1, f.Body)
 		}
 	}
-	cb, _ := frames[8].Complete()
+	cb, _ := frames[9].Complete()
 	res, _ := cb.Result.(map[string]any)
 	if res["execution_id"] != id || res["status"] != StatusSuccess || res["duration_ms"] == nil || res["results"] == nil {
 		t.Errorf("complete: %s", frames[8].Body)
@@ -406,10 +410,11 @@ func TestWorkerKilledMidWorkflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &StreamFrames{Conn: n.nc}
-	// wait until the Wait operation started (frames 0..2), then kill worker A
-	testkit.Eventually(t, 10*time.Second, "the workflow's Wait to start (3 frames)", func() bool {
+	// wait until the Wait operation started (frames 0..3: the plan, then
+	// fetch's start and end, pause's start), then kill worker A
+	testkit.Eventually(t, 10*time.Second, "the workflow's Wait to start (4 frames)", func() bool {
 		fr, _ := src.Frames(tctx(t), "killed-1")
-		return len(fr) >= 3
+		return len(fr) >= 4
 	})
 	ncA.Close() // abrupt: no drain, no ack
 

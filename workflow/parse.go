@@ -19,6 +19,14 @@ const (
 	maxIDLen = 128
 )
 
+// TooLargeMessage is the refusal of a workflow of n bytes, more than
+// MaxWorkflowBytes: the validation error of the REST API and the worker,
+// and POST /a2e's refusal before it publishes (protocols/a2e).
+func TooLargeMessage(n int) string {
+	return fmt.Sprintf("workflow is %d bytes, more than the %d allowed (MaxWorkflowBytes, a fixed limit of the workflow executor: "+
+		"no environment variable raises it; E2A_MAX_BODY_BYTES bounds request bodies, not workflows)", n, MaxWorkflowBytes)
+}
+
 var idPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // storage keys: KV-safe characters, no "..", no leading or trailing dot or slash.
@@ -72,7 +80,7 @@ func splitLines(text string, rep *report) []rawLine {
 func parse(text string, rep *report) *Workflow {
 	wf := &Workflow{Operations: map[string]*Operation{}}
 	if len(text) > MaxWorkflowBytes {
-		rep.errorf(1, "", "", CodeTooLarge, "workflow is %d bytes, more than the %d allowed", len(text), MaxWorkflowBytes)
+		rep.errorf(1, "", "", CodeTooLarge, "%s", TooLargeMessage(len(text)))
 		return wf
 	}
 	lines := splitLines(text, rep)
@@ -150,12 +158,15 @@ func parseOperationUpdate(wf *Workflow, line int, m map[string]any, rep *report)
 	switch {
 	case !present || opv == nil:
 		rep.errorf(line, id, "operation", CodeMissingField, "operation is required")
+		keepUnusable(wf, line, id)
 		return
 	case !ok:
 		rep.errorf(line, id, "operation", CodeInvalidField, "operation must be an object, got %s", typeName(opv))
+		keepUnusable(wf, line, id)
 		return
 	case len(opm) != 1:
 		rep.errorf(line, id, "operation", CodeInvalidField, "operation must have exactly one key (the operation type), got %d", len(opm))
+		keepUnusable(wf, line, id)
 		return
 	}
 	var typ string
@@ -165,11 +176,13 @@ func parseOperationUpdate(wf *Workflow, line int, m map[string]any, rep *report)
 	}
 	if !in(Catalog, typ) {
 		rep.errorf(line, id, "operation", CodeUnknownOperation, "unknown operation type %q; the catalog has %s", typ, strings.Join(Catalog, ", "))
+		keepUnusable(wf, line, id)
 		return
 	}
 	cfg, ok := cfgv.(map[string]any)
 	if !ok {
 		rep.errorf(line, id, "operation."+typ, CodeInvalidField, "must be an object, got %s", typeName(cfgv))
+		keepUnusable(wf, line, id)
 		return
 	}
 	op := &Operation{ID: id, Type: typ, Line: line, Config: cfg}
@@ -205,6 +218,18 @@ func parseOperationUpdate(wf *Workflow, line int, m map[string]any, rep *report)
 		op.Type = ""
 	}
 	wf.Operations[id] = op
+}
+
+// keepUnusable keeps operation id, whose operationUpdate was refused (its
+// error reported), known but unusable (no type), as an operation whose
+// configuration has errors is: the references to it (operationOrder, a
+// Conditional's branches, a Loop) are then not reported as
+// undefined_operation, a follow-on of the one root cause.
+func keepUnusable(wf *Workflow, line int, id string) {
+	if _, dup := wf.Operations[id]; !dup {
+		wf.Defined = append(wf.Defined, id)
+	}
+	wf.Operations[id] = &Operation{ID: id, Line: line}
 }
 
 func parseBegin(wf *Workflow, line int, m map[string]any, rep *report) {

@@ -56,10 +56,14 @@ type written struct {
 type scope struct {
 	w      []written
 	inLoop bool
+	// opaque: an operation whose definition was refused (no type) ran
+	// before: what it would have written is unknown, so a read no other
+	// operation writes is a follow-on of that error, not one of its own.
+	opaque bool
 }
 
 func (s *scope) clone() *scope {
-	return &scope{w: append([]written(nil), s.w...), inLoop: s.inLoop}
+	return &scope{w: append([]written(nil), s.w...), inLoop: s.inLoop, opaque: s.opaque}
 }
 
 // find returns how p is known: sure, only maybe, or not at all, and the
@@ -233,6 +237,7 @@ func (v *validator) walk(ids []string, sc *scope, stack []string, parentLine int
 			continue
 		}
 		if op.Type == "" {
+			sc.opaque = true
 			continue
 		}
 		v.checkReads(op, sc)
@@ -243,6 +248,7 @@ func (v *validator) walk(ids []string, sc *scope, stack []string, parentLine int
 			next := append(append([]string(nil), stack...), id)
 			v.walk(c.IfTrue, a, next, op.Line, id)
 			v.walk(c.IfFalse, b, next, op.Line, id)
+			sc.opaque = a.opaque || b.opaque
 			base := len(sc.w)
 			for _, w := range a.w[base:] {
 				w.sure = w.sure && containsPath(b.w[base:], w.path)
@@ -257,6 +263,7 @@ func (v *validator) walk(ids []string, sc *scope, stack []string, parentLine int
 			inner.inLoop = true
 			base := len(inner.w)
 			v.walk(op.Loop.Operations, inner, append(append([]string(nil), stack...), id), op.Line, id)
+			sc.opaque = inner.opaque
 			for _, w := range inner.w[base:] {
 				w.sure = false // the array may be empty
 				sc.w = append(sc.w, w)
@@ -346,6 +353,8 @@ func (v *validator) checkReads(op *Operation, sc *scope) {
 			}
 		case maybe:
 			v.rep.warnf(op.Line, op.ID, "", CodeMaybeUnresolved, "%s is written only on some paths (a Conditional branch or a Loop) before this operation", p)
+		case sc.opaque:
+			v.rep.warnf(op.Line, op.ID, "", CodeMaybeUnresolved, "%s is read but no earlier valid operation writes it: an invalid operation before it may (fix that one first)", p)
 		default:
 			v.rep.errorf(op.Line, op.ID, "", CodeUnresolvedPath, "%s is read but no earlier operation writes it", p)
 		}

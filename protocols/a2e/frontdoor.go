@@ -3,16 +3,19 @@ package a2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/render"
+	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
 // Name is the protocol's name in the registry and in metric labels.
@@ -35,9 +38,18 @@ func Routes(h host.Host) []host.Route {
 // handshake/req → handshake/resp, ping → pong, shutdown ends the answer;
 // any other type is a request: published to its pool, then its
 // invoke/event lines and the response (or error, with retryable) are
-// streamed before the next message is read. A malformed line gets an
-// error line and the others still run; a body that is not valid UTF-8 is
-// refused whole (400, parse_error), and so is a body sent with an
+// streamed before the next message is read (a workflow execution,
+// a2e.workflow.execute, is indexed by its executionId before its publish,
+// as the REST API's: submission; an executionId naming a task of the
+// caller's that is not a workflow execution is answered a conflict error
+// line, not retryable, nothing published). A malformed line gets an
+// error line naming it ("line N: …", detail line, 1-based, blank lines
+// counted) and the others still run; a body that is not valid UTF-8 is
+// refused whole (400, parse_error), so is a body holding a workflow
+// (a2e.workflow.execute) larger than the workflow executor takes,
+// measured as the worker measures it, whatever the body's size (413,
+// body_too_large, not retryable, in the REST API's words; it was published,
+// then failed by the worker), and so is a body sent with an
 // Idempotency-Key that holds more than one message submitting work (400,
 // invalid_request, not retryable): the key is the id of one request.
 func NewHandler(h host.Host) http.Handler { return &frontDoor{h: h} }
@@ -168,10 +180,19 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lw := &lineWriter{ResponseWriter: w}
+	if m, ok := d.workflowTooLarge(r, c, body.Bytes()); ok {
+		// Refused whole, before any line runs, as the REST door refuses
+		// it before publishing: it was published, then failed by the
+		// workflow worker (an accepted request refused later).
+		lw.WriteHeader(http.StatusRequestEntityTooLarge)
+		lw.line(m)
+		return
+	}
 	sc := bufio.NewScanner(&body)
 	sc.Buffer(make([]byte, 0, 64<<10), int(maxBody)+1)
-	n := 0
+	n, ln := 0, 0 // messages, lines (1-based, blank ones counted)
 	for sc.Scan() {
+		ln++
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
@@ -180,7 +201,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			lw.line(NewError("", normalizer.A2ECodeInvalidRequest, "more than "+strconv.Itoa(MaxLines)+" messages in one body", false, nil))
 			return
 		}
-		if !d.message(lw, r, c, line) {
+		if !d.message(lw, r, c, line, ln) {
 			return
 		}
 	}
@@ -231,21 +252,89 @@ func (d *frontDoor) keyedSubmissions(r *http.Request, c host.Caller, body []byte
 	return n
 }
 
-// message answers one message; it returns false when the answer ends
-// (shutdown, client gone).
-func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line []byte) bool {
+// workflowTooLarge returns the refusal of a body holding a workflow
+// execution (type a2e.workflow.execute) whose workflow is larger than the
+// workflow executor takes (workflow.MaxWorkflowBytes), measured as the
+// worker measures it (the length of workflow.WorkflowText of the envelope
+// published: an array of messages written again, a string as the
+// normalizer rewrites it, U+2028 written \u2028, secrets replaced), in
+// the REST door's words (workflow.TooLargeMessage): 413, body_too_large,
+// not retryable, detail {http_status, limit, workflow_bytes}. Every
+// workflow execution is measured, whatever its size; no other message is
+// read twice (mayBeWorkflow).
+func (d *frontDoor) workflowTooLarge(r *http.Request, c host.Caller, body []byte) (Message, bool) {
+	if !mentionsWorkflow(body) {
+		return Message{}, false
+	}
+	agent := r.URL.Query().Get("agent")
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, len(body)+1)
+	for lines := 0; sc.Scan() && lines < MaxLines; {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		lines++
+		if !mayBeWorkflow(line) {
+			continue
+		}
+		res, err := d.h.Normalizer().FromA2E(c.Input(r, line, agent))
+		if err != nil || res.Envelope.Method != normalizer.MethodWorkflowExecute {
+			continue
+		}
+		text, err := workflow.WorkflowText(res.Envelope)
+		if err != nil || len(text) <= workflow.MaxWorkflowBytes {
+			continue
+		}
+		reqID := res.Envelope.CorrelationID
+		if reqID == "" {
+			reqID = res.Envelope.MessageID
+		}
+		return ofCapability(NewError(reqID, "body_too_large", workflow.TooLargeMessage(len(text)), false, map[string]any{
+			"http_status": http.StatusRequestEntityTooLarge, "limit": workflow.MaxWorkflowBytes, "workflow_bytes": len(text)}),
+			res.Envelope.Method), true
+	}
+	return Message{}, false
+}
+
+var workflowType, unicodeEscape = []byte(normalizer.MethodWorkflowExecute), []byte(`\u`)
+
+// mentionsWorkflow reports whether b may hold a message of type
+// a2e.workflow.execute: a JSON string holds that type only spelled out or
+// with a \u escape.
+func mentionsWorkflow(b []byte) bool {
+	return bytes.Contains(b, workflowType) || bytes.Contains(b, unicodeEscape)
+}
+
+// mayBeWorkflow reports whether line, one message, may be a workflow
+// execution, which the normalizer then decides: it mentions the type
+// (mentionsWorkflow) and its member "type" is that type (its top-level
+// members read, not decoded), or it is no JSON object.
+func mayBeWorkflow(line []byte) bool {
+	if !mentionsWorkflow(line) {
+		return false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil {
+		return true
+	}
+	var typ string
+	return json.Unmarshal(m["type"], &typ) == nil && typ == normalizer.MethodWorkflowExecute
+}
+
+// message answers one message, line ln of the body (1-based); it returns
+// false when the answer ends (shutdown, client gone).
+func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line []byte, ln int) bool {
 	norm := d.h.Normalizer()
 	res, err := norm.FromA2E(c.Input(r, line, r.URL.Query().Get("agent")))
 	if err != nil {
-		reqID := ""
+		// Which line and why: a body holds up to MaxLines messages.
+		reqID, method := "", ""
 		if ne, ok := err.(*normalizer.Error); ok {
-			reqID = ne.ReqID
+			reqID, method = ne.ReqID, ne.Method
 		}
-		method := ""
-		if ne, ok := err.(*normalizer.Error); ok {
-			method = ne.Method
-		}
-		lw.line(ofCapability(NewError(reqID, normalizer.A2ECode(err), egress.ClientMessage(err), false, nil), method))
+		lw.line(ofCapability(NewError(reqID, normalizer.A2ECode(err), "line "+strconv.Itoa(ln)+": "+egress.ClientMessage(err), false,
+			map[string]any{"line": ln}), method))
 		return true
 	}
 	env := res.Envelope
@@ -279,7 +368,8 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 			return false
 		}
 	}
-	sub, err := c.Submit(r.Context(), host.Submission{Pool: res.Pool, Envelope: env})
+	sb, undoDuplicate := d.submission(res)
+	sub, err := c.Submit(r.Context(), sb)
 	switch {
 	case errors.Is(err, host.ErrUnknownPool):
 		lw.line(ofCapability(NewError(reqID, "unknown_agent", egress.ClientMessage(err), false, nil), env.Method))
@@ -287,6 +377,11 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 	case errors.Is(err, host.ErrInvalidPool):
 		// Not a pool name at all: no retry can succeed (E2A: 400 invalid_agent).
 		lw.line(ofCapability(NewError(reqID, "invalid_agent", egress.ClientMessage(err), false, nil), env.Method))
+		return r.Context().Err() == nil
+	case errors.Is(err, workflow.ErrNotExecution):
+		// An executionId naming a task of the caller's that is not a
+		// workflow execution (IndexExecution, before the publish).
+		lw.line(ofCapability(NewError(reqID, "conflict", workflow.NotExecutionMessage, false, nil), env.Method))
 		return r.Context().Err() == nil
 	case errors.Is(err, host.ErrConflict):
 		lw.line(ofCapability(NewError(reqID, "conflict", "the request id (Idempotency-Key) is already in use; choose another", false, nil), env.Method))
@@ -299,6 +394,9 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 		return r.Context().Err() == nil
 	}
 	defer sub.Done()
+	if sub.Duplicate {
+		undoDuplicate(r.Context())
+	}
 	d.h.Serve(lw, r, sub.RequestID, Format, func(o *render.Output) render.Renderer {
 		return NewRenderer(o, Params{ReqID: reqID, ReqType: env.Method})
 	})
@@ -306,4 +404,37 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 	// response; the next message's answer may take a while.
 	lw.Flush()
 	return r.Context().Err() == nil
+}
+
+// submission is the submission of res, a request; for a workflow
+// execution (a2e.workflow.execute) with an executionId (its envelope's
+// task_id) on a host that indexes executions (workflow.ExecutionIndex),
+// its executionId is indexed just before the publish (Before), as the REST
+// API's is, and taken out again if the publish fails: never an accepted
+// execution GET /api/v1/executions/{executionId} does not find.
+// undoDuplicate takes it out of the index for a submission that turned out
+// to be a duplicate (an Idempotency-Key used before: answered as the first
+// request, which indexed its own executionId); it does nothing for any
+// other.
+func (d *frontDoor) submission(res *normalizer.Result) (sub host.Submission, undoDuplicate func(context.Context)) {
+	sub = host.Submission{Pool: res.Pool, Envelope: res.Envelope}
+	ix, ok := d.h.(workflow.ExecutionIndex)
+	if !ok || res.Envelope.Method != normalizer.MethodWorkflowExecute || res.Envelope.TaskID == "" {
+		return sub, func(context.Context) {}
+	}
+	var undo func(context.Context) error
+	sub.Before = func(ctx context.Context) (func(context.Context) error, error) {
+		u, err := ix.IndexExecution(ctx, res.Pool, res.Envelope)
+		undo = u
+		return u, err
+	}
+	return sub, func(ctx context.Context) {
+		if undo == nil {
+			return
+		}
+		// (even when the client has gone; the host logs a failure)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = undo(ctx)
+	}
 }
