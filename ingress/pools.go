@@ -105,7 +105,7 @@ func (s *Server) checkPool(ctx context.Context, pool string) (warning string, er
 		return "", nil
 	}
 	if !st.known {
-		return "", fmt.Errorf("%w: %q (no worker of this pool has ever started; check the name, or start `e2a agent --pool %s`)", ErrUnknownPool, pool, pool)
+		return "", fmt.Errorf("%w: %q (no worker of this pool has ever started on this pipeline's NATS server; check the name, or start `e2a agent --pool %s` with E2A_NATS_URL set to this pipeline's)", ErrUnknownPool, pool, pool)
 	}
 	if !st.live {
 		s.opts.log.Warn("request for a pool with no live worker", "pool", pool)

@@ -72,3 +72,20 @@ func TestBridgeUpstreamURLShownByHost(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentWithoutNATSURLSaysItsServerIsItsOwn: `e2a agent` started
+// without E2A_NATS_URL (beside an `e2a dev` on another port, say) serves
+// an embedded server of its own, which no client reaches; it said nothing
+// of it, and the pipeline's 404 for the pool told the user to start the
+// pool they had started. It now warns at start, naming the variable.
+func TestAgentWithoutNATSURLSaysItsServerIsItsOwn(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(srv.Close)
+	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json",
+		"E2A_UPSTREAM_API_KEY=", "E2A_UPSTREAM_HEADERS="}
+	_, stderr := startBin(t, env, "agent", "--pool", "ownserver", "--http", srv.URL+"/")
+	m, before := waitLine(t, stderr, regexp.MustCompile(`"msg":"bridge".*`))
+	if all := strings.Join(before, "\n"); !strings.Contains(all, "no E2A_NATS_URL") || !strings.Contains(all, "its own embedded NATS server") {
+		t.Errorf("no warning that the pool serves its own server before its start line %s:\n%s", m[0], all)
+	}
+}

@@ -246,10 +246,16 @@ func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logg
 		return nil, nil, nil, nil, err
 	}
 	ev = streams.NewConnEvents(log)
-	nc, stopNATS, _, err := connectOrEmbed(ctx, cfg, log, ev)
+	nc, stopNATS, url, err := connectOrEmbed(ctx, cfg, log, ev)
 	if err != nil {
 		stopTracing()
 		return nil, nil, nil, nil, err
+	}
+	if cfg.NatsURL == "" {
+		// A pool started beside `e2a dev` without its URL serves a server
+		// of its own, which no client reaches: said once, at start.
+		log.Warn("no E2A_NATS_URL: this process runs its own embedded NATS server, which no other process uses; "+
+			"set E2A_NATS_URL to the URL `e2a dev` printed (or a cluster's) to serve that pipeline", "nats", url)
 	}
 	return log, nc, ev, func() { stopNATS(); stopTracing() }, nil
 }

@@ -6,6 +6,7 @@ import json, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class Agent(BaseHTTPRequestHandler):
+    def do_GET(self): self.send_response(204); self.end_headers()  # the pool's check at start
     def do_POST(self):
         p = json.loads(self.rfile.read(int(self.headers["Content-Length"]))).get("params") or {}
         blocks = p.get("prompt") if isinstance(p.get("prompt"), list) else []  # ACP: a list of content blocks
