@@ -275,15 +275,11 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 // (params.workflow) and sets env's task_id to its executionId
 // (a2eExecutionID of its last message: the id clients poll with, GET
 // /api/v1/executions/{id}, as FromWorkflow sets it; ingress indexes it
-// before the publish). A string is read as the workflow worker reads it
-// (readWorkflow: JSONL, or a JSON array of the messages) and replaced by
-// the JSONL FromWorkflow writes (workflowJSONL: secrets removed, the
-// sender's line numbers kept), the count in details.stripped_secrets, so
-// that a secret in the text is removed as it is from an array of the
-// messages (by stripSecrets). A string with a message that is no JSON
-// object is refused with its lines (ErrInvalidParams, A2E
-// validation_error, the worker's code for it): its secrets are out of
-// reach. Blank text is kept.
+// before the publish). A string is prepared by workflowString (read as
+// the workflow worker reads it, rewritten without its secrets, refused
+// with its lines when a message is no JSON object or there are too many),
+// as every door's is; an array's secrets are removed by stripSecrets. Only
+// the A2E door sets task_id from the executionId.
 func (r *req) a2eWorkflow(env *e2a.Envelope, params map[string]any) *Error {
 	var last map[string]any
 	switch wf := params["workflow"].(type) {
@@ -292,32 +288,11 @@ func (r *req) a2eWorkflow(env *e2a.Envelope, params map[string]any) *Error {
 			last, _ = wf[len(wf)-1].(map[string]any)
 		}
 	case string:
-		var msgs []map[string]any
-		var nos []int
-		var bad []LineError
-		readWorkflow(wf, func(ln int, m map[string]any) {
-			msgs, nos = append(msgs, m), append(nos, ln)
-		}, func(ln int, format string, a ...any) {
-			if len(bad) < MaxWorkflowErrors {
-				bad = append(bad, LineError{Line: ln, Message: sprintf(format, a...)})
-			}
-		})
-		if len(bad) > 0 {
-			return &Error{Kind: ErrInvalidParams, Protocol: ProtocolA2E, Lines: bad,
-				Msg: sprintf("workflow has %d message(s) that are not JSON objects", len(bad))}
+		var e *Error
+		if last, e = r.workflowString(env); e != nil {
+			e.Protocol = ProtocolA2E
+			return e
 		}
-		if len(msgs) == 0 {
-			break
-		}
-		text, stripped, err := workflowJSONL(msgs, nos, r.n.secretRef)
-		if err != nil {
-			return newErr(ErrInvalidParams, ProtocolA2E, "%v", err)
-		}
-		params["workflow"] = text
-		if stripped > 0 {
-			env.Provenance.Details[DetailStrippedSecrets] = stripped
-		}
-		last = msgs[len(msgs)-1]
 	}
 	env.TaskID = a2eExecutionID(last)
 	return nil

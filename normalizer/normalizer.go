@@ -256,6 +256,9 @@ type req struct {
 	protocol string // source protocol written to provenance
 	adapter  string // adapter name for Converter
 	now      time.Time
+	// workflowDone: the workflow string of the envelope is prepared
+	// (workflowString, or FromWorkflow's own); finish leaves it alone.
+	workflowDone bool
 }
 
 func (n *Normalizer) begin(in Input, protocol, adapter string) *req {
@@ -302,9 +305,16 @@ func (r *req) newEnvelope(method string) *e2a.Envelope {
 // finish applies what is common to every adapter: defaults (protocol
 // version, request id, timestamp, channel), the request-id grammar,
 // provenance converter and time, trace context and identity from the
-// transport, secret stripping, routing. claimedUsers are user ids the
-// request itself claims, best first. Its only error is an id refused by
-// the grammar (see checkIDs).
+// transport, secret stripping (a workflow string of an
+// a2e.workflow.execute envelope, whatever the door, rewritten without its
+// secrets: workflowString), routing. claimedUsers are user ids the
+// request itself claims, best first. Its errors: an id refused by the
+// grammar (see checkIDs); a workflow string refused by workflowString
+// (ErrInvalidParams with its lines); a submission (OpSubmit) routed to
+// WorkflowPool whose method is not MethodWorkflowExecute
+// (ErrInvalidRequest: the workflow worker runs params.workflow of
+// anything it is given, and only that method's workflow string is
+// prepared). Queries, cancels and local messages are not refused.
 func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers ...string) (*Result, error) {
 	if env.ProtocolVersion == "" {
 		env.ProtocolVersion = e2a.ProtocolVersion
@@ -359,22 +369,66 @@ func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers .
 	}
 	r.applyTrace(env)
 	r.applyIdentity(env, claimedUsers)
-	if n := stripSecrets(env, r.n.secretRef); n > 0 {
-		switch prev := p.Details[DetailStrippedSecrets].(type) {
-		case int:
-			n += prev
-		case json.Number:
-			if v, err := prev.Int64(); err == nil && v > 0 && v < 1<<30 {
-				n += int(v)
-			}
-		}
-		p.Details[DetailStrippedSecrets] = n
+	// A workflow string, whatever the door, loses its secrets as the A2E
+	// door's does (the raw E2A door published it whole).
+	if _, e := r.workflowString(env); e != nil {
+		return nil, r.refusal(env, e)
 	}
+	addStripped(p, stripSecrets(env, r.n.secretRef))
 	pool := r.Agent
 	if pool == "" {
 		pool = r.n.routes.Pool(env)
 	}
+	if op == OpSubmit && pool == WorkflowPool && env.Method != MethodWorkflowExecute {
+		// The workflow worker runs params.workflow of whatever it is given:
+		// another method's workflow (?agent=workflow) was never prepared.
+		return nil, r.refusal(env, newErr(ErrInvalidRequest, r.adapter,
+			"the workflow pool runs %s only (method %s)", MethodWorkflowExecute, echo(refusedMethod(env))))
+	}
 	return &Result{Envelope: env, Pool: pool, Op: op, Notification: notification}, nil
+}
+
+// addStripped adds n, a count of secret values removed, to p's
+// details.stripped_secrets (a raw E2A envelope's own count, a JSON
+// number, is added to when sound).
+func addStripped(p *e2a.Provenance, n int) {
+	if n <= 0 || p == nil {
+		return
+	}
+	if p.Details == nil {
+		p.Details = map[string]any{}
+	}
+	switch prev := p.Details[DetailStrippedSecrets].(type) {
+	case int:
+		n += prev
+	case json.Number:
+		if v, err := prev.Int64(); err == nil && v > 0 && v < 1<<30 {
+			n += int(v)
+		}
+	}
+	p.Details[DetailStrippedSecrets] = n
+}
+
+// refusedMethod is the method an error about env names: its ext_method
+// for an "ext" call, else its method.
+func refusedMethod(env *e2a.Envelope) string {
+	if env.ExtMethod != "" {
+		return env.ExtMethod
+	}
+	return env.Method
+}
+
+// refusal completes e, an error finish returns about env, with what the
+// door answers with: the method, the JSON-RPC id and the A2E req_id
+// (correlation_id, else message_id).
+func (r *req) refusal(env *e2a.Envelope, e *Error) *Error {
+	e.Method = refusedMethod(env)
+	e.JSONRPCID = env.JSONRPCID
+	e.ReqID = env.CorrelationID
+	if e.ReqID == "" {
+		e.ReqID = env.MessageID
+	}
+	return e
 }
 
 // checkIDs applies subjects.ValidateRequestID to the request id (from the
@@ -404,17 +458,7 @@ func (r *req) checkIDs(env *e2a.Envelope) error {
 			continue
 		}
 		if err := subjects.ValidateRequestID(f[1]); err != nil {
-			e := idRefusal(r.adapter, f[0], f[1], err)
-			e.Method = env.Method
-			if env.ExtMethod != "" {
-				e.Method = env.ExtMethod
-			}
-			e.JSONRPCID = env.JSONRPCID
-			e.ReqID = env.CorrelationID
-			if e.ReqID == "" {
-				e.ReqID = env.MessageID
-			}
-			return e
+			return r.refusal(env, idRefusal(r.adapter, f[0], f[1], err))
 		}
 	}
 	return nil

@@ -14,7 +14,9 @@ import (
 const DefaultPool = "default"
 
 // WorkflowPool is the pool of A2E workflow envelopes (method
-// MethodWorkflowExecute) unless a method rule says otherwise.
+// MethodWorkflowExecute) unless a method rule says otherwise. A submission
+// of another method routed to it (Input.Agent, a rule) is refused with
+// ErrInvalidRequest: the workflow worker runs only that method.
 const WorkflowPool = "workflow"
 
 // Routes is the routing rule: which agent pool an envelope goes to. The

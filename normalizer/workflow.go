@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
@@ -19,6 +20,12 @@ const (
 	WorkflowOperationUpdate = "operationUpdate"
 	WorkflowBeginExecution  = "beginExecution"
 )
+
+// MaxWorkflowMessages bounds the messages of one workflow (JSONL lines
+// that are not blank, or elements of a JSON array of messages): the
+// workflow worker's bound (workflow.MaxLines is this constant). A workflow
+// with more is refused before its messages are decoded (readWorkflow).
+const MaxWorkflowMessages = 1000
 
 // MaxWorkflowErrors bounds the line errors reported for one workflow.
 const MaxWorkflowErrors = 100
@@ -72,7 +79,7 @@ type WorkflowOperation struct {
 //     non-blank line.
 func ParseWorkflow(jsonl string) (*Workflow, []LineError) {
 	p := &workflowParser{w: &Workflow{}, defined: map[string]int{}}
-	lastLine := readWorkflow(jsonl, func(ln int, m map[string]any) {
+	lastLine, refused := readWorkflow(jsonl, func(ln int, m map[string]any) {
 		p.w.Lines = append(p.w.Lines, m)
 		typ, _ := m["type"].(string)
 		switch typ {
@@ -87,6 +94,7 @@ func ParseWorkflow(jsonl string) (*Workflow, []LineError) {
 		}
 	}, func(ln int, format string, a ...any) { p.add(ln, "", format, a...) })
 	switch {
+	case refused:
 	case lastLine == 0:
 		p.add(1, "", "empty workflow")
 	case p.beginLine == 0:
@@ -115,28 +123,31 @@ func (p *workflowParser) add(line int, field, format string, a ...any) {
 	}
 }
 
+// TooManyWorkflowMessages is the refusal of a workflow of n messages, more
+// than MaxWorkflowMessages: the normalizer's (readWorkflow) and the
+// workflow worker's (workflow.Parse), in the same words.
+func TooManyWorkflowMessages(n int) string {
+	return sprintf("workflow has %d messages, more than the %d allowed", n, MaxWorkflowMessages)
+}
+
 // readWorkflow reads the messages of a workflow's text as the workflow
 // worker does (workflow.Parse): the elements of a JSON array of messages
 // when the text starts with '[', numbered from 1 as lines, else its JSONL
 // lines (blank lines skipped, counted). msg gets each message that is a
 // JSON object, in order, with its line; bad each one that is not, or
 // nests deeper than e2a.MaxNesting. It returns the last message's line
-// (0 when there is none).
-func readWorkflow(text string, msg func(ln int, m map[string]any), bad func(ln int, format string, a ...any)) int {
+// (0 when there is none). A workflow of more than MaxWorkflowMessages
+// messages is refused whole before any is decoded (1M tiny lines cost a
+// map each, ~240 MB): bad names the first message past the cap with
+// TooManyWorkflowMessages, msg gets none, and refused is true. No message
+// is ever dropped.
+func readWorkflow(text string, msg func(ln int, m map[string]any), bad func(ln int, format string, a ...any)) (last int, refused bool) {
 	if t := strings.TrimSpace(text); strings.HasPrefix(t, "[") {
-		var arr []any
-		if e2a.CheckDepth([]byte(t), e2a.MaxNesting) != nil || e2a.DecodeStrict([]byte(t), &arr) != nil {
-			bad(1, "not a JSON array of messages (nesting at most %d)", e2a.MaxNesting)
-			return 1
-		}
-		for i, v := range arr {
-			if m, ok := v.(map[string]any); ok && m != nil {
-				msg(i+1, m)
-			} else {
-				bad(i+1, "not a JSON object")
-			}
-		}
-		return len(arr)
+		return readWorkflowArray(t, msg, bad)
+	}
+	if n, over := countWorkflowLines(text); n > MaxWorkflowMessages {
+		bad(over, "%s", TooManyWorkflowMessages(n))
+		return over, true
 	}
 	lastLine, ln := 0, 0
 	// One line at a time: a slice of every line's header would cost 16
@@ -159,7 +170,121 @@ func readWorkflow(text string, msg func(ln int, m map[string]any), bad func(ln i
 		}
 		msg(ln, m)
 	}
-	return lastLine
+	return lastLine, false
+}
+
+// countWorkflowLines counts the messages of a JSONL workflow (its lines
+// that are not blank) without decoding any, and returns the line of the
+// first one past MaxWorkflowMessages (0 when there is none).
+func countWorkflowLines(text string) (n, over int) {
+	ln := 0
+	for raw := range strings.SplitSeq(text, "\n") {
+		ln++
+		if strings.TrimSpace(raw) == "" {
+			continue
+		}
+		if n++; n == MaxWorkflowMessages+1 {
+			over = ln
+		}
+	}
+	return n, over
+}
+
+// readWorkflowArray is readWorkflow of a JSON array of messages t (white
+// space trimmed), read one element at a time: each is checked (JSON, at
+// most e2a.MaxNesting deep with the array) and counted, only the first
+// MaxWorkflowMessages kept, and those are decoded (e2a.DecodeStrict) once
+// the whole array is known to be valid and within the cap.
+func readWorkflowArray(t string, msg func(ln int, m map[string]any), bad func(ln int, format string, a ...any)) (int, bool) {
+	invalid := func() (int, bool) {
+		bad(1, "not a JSON array of messages (nesting at most %d)", e2a.MaxNesting)
+		return 1, false
+	}
+	dec := json.NewDecoder(strings.NewReader(t))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return invalid()
+	}
+	var raw json.RawMessage // reused: an element past the cap costs no allocation of its own
+	var kept [][]byte
+	n := 0
+	for dec.More() {
+		// The array is one level: an element nests at most MaxNesting-1.
+		if err := dec.Decode(&raw); err != nil || e2a.CheckDepth(raw, e2a.MaxNesting-1) != nil {
+			return invalid()
+		}
+		if n++; n <= MaxWorkflowMessages {
+			kept = append(kept, bytes.Clone(raw))
+		}
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim(']') || strings.TrimSpace(t[dec.InputOffset():]) != "" {
+		return invalid()
+	}
+	if n > MaxWorkflowMessages {
+		bad(MaxWorkflowMessages+1, "%s", TooManyWorkflowMessages(n))
+		return MaxWorkflowMessages + 1, true
+	}
+	for i, b := range kept {
+		var v any
+		if err := e2a.DecodeStrict(b, &v); err != nil {
+			return invalid()
+		}
+		if m, ok := v.(map[string]any); ok && m != nil {
+			msg(i+1, m)
+		} else {
+			bad(i+1, "not a JSON object")
+		}
+	}
+	return n, false
+}
+
+// workflowString prepares the workflow string of an a2e.workflow.execute
+// envelope (a string params.workflow), whatever its door (the A2E door's
+// a2eWorkflow, every other one's finish), once: it is read as the
+// workflow worker reads it (readWorkflow: JSONL, or a JSON array of the
+// messages) and replaced by the JSONL FromWorkflow writes (workflowJSONL:
+// secrets removed, the sender's line numbers kept), the count added to
+// details.stripped_secrets, so that a secret in the text is removed as it
+// is from an array of the messages (by stripSecrets). A string with a
+// message that is no JSON object, whose secrets are out of reach, or with
+// more than MaxWorkflowMessages messages is refused with its lines
+// (ErrInvalidParams, A2E validation_error, HTTP 422). Blank text is kept.
+// It returns the workflow's last message (nil for none).
+func (r *req) workflowString(env *e2a.Envelope) (map[string]any, *Error) {
+	wf, isStr := env.Params["workflow"].(string)
+	if r.workflowDone || env.Method != MethodWorkflowExecute || !isStr {
+		return nil, nil
+	}
+	r.workflowDone = true
+	var msgs []map[string]any
+	var nos []int
+	var bad []LineError
+	_, refused := readWorkflow(wf, func(ln int, m map[string]any) {
+		msgs, nos = append(msgs, m), append(nos, ln)
+	}, func(ln int, format string, a ...any) {
+		if len(bad) < MaxWorkflowErrors {
+			bad = append(bad, LineError{Line: ln, Message: sprintf(format, a...)})
+		}
+	})
+	switch {
+	case refused:
+		return nil, &Error{Kind: ErrInvalidParams, Protocol: r.adapter, Method: MethodWorkflowExecute, Lines: bad,
+			Msg: sprintf("workflow has more than %d messages", MaxWorkflowMessages)}
+	case len(bad) > 0:
+		return nil, &Error{Kind: ErrInvalidParams, Protocol: r.adapter, Method: MethodWorkflowExecute, Lines: bad,
+			Msg: sprintf("workflow has %d message(s) that are not JSON objects", len(bad))}
+	case len(msgs) == 0:
+		return nil, nil
+	}
+	text, stripped, err := workflowJSONL(msgs, nos, r.n.secretRef)
+	if err != nil {
+		return nil, newErr(ErrInvalidParams, r.adapter, "%v", err)
+	}
+	// The newlines after the last message are kept too: normalizing the
+	// envelope again (a raw E2A copy of it) leaves it as it is.
+	tail := wf[len(strings.TrimRightFunc(wf, unicode.IsSpace)):]
+	env.Params["workflow"] = text + strings.Repeat("\n", strings.Count(tail, "\n"))
+	addStripped(env.Provenance, stripped)
+	return msgs[len(msgs)-1], nil
 }
 
 // workflowJSONL removes the secrets of a workflow's messages in place
@@ -304,6 +429,7 @@ func (n *Normalizer) FromWorkflow(in Input) (*Result, error) {
 	if err != nil {
 		return nil, newErr(ErrInvalidParams, ProtocolWorkflow, "%v", err)
 	}
+	r.workflowDone = true // its secrets are removed: finish leaves the text alone
 	if stripped > 0 {
 		env.Provenance.Details[DetailStrippedSecrets] = stripped
 	}

@@ -8,13 +8,14 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 )
 
 // Pool is the agent pool the executor serves; Method the envelope method
-// of a workflow execution.
+// of a workflow execution, the only one it runs (Serve).
 const (
-	Pool   = "workflow"
-	Method = "a2e.workflow.execute"
+	Pool   = normalizer.WorkflowPool
+	Method = normalizer.MethodWorkflowExecute
 )
 
 // Params keys of a workflow envelope.
@@ -100,7 +101,21 @@ func (e *Executor) Resumable() bool { return false }
 // {error: {type, message, operationId, details, suggestions}, execution_id,
 // status, results, duration_ms} (and validation {valid, errors, warnings}
 // for an invalid workflow).
+//
+// An envelope of another method than [Method] (a message sent to the pool
+// with ?agent=workflow: its workflow string was never stripped of its
+// secrets by the normalizer) is refused with validation_error, not
+// retryable, and nothing runs.
 func (e *Executor) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	if env.Method != Method {
+		m := env.Method
+		if len(m) > 64 { // a client's value: never echoed whole
+			m = m[:64] + "…"
+		}
+		we := &Error{Type: ValidationError, Message: fmt.Sprintf("the workflow pool runs %s only (method %q)", Method, m),
+			Suggestions: []string{`Send {"method": "` + Method + `", "params": {"workflow": "<JSONL>"}}`}}
+		return failure(we, env.RequestID, "", nil, 0, nil)
+	}
 	principal := PrincipalOf(env)
 	text, err := WorkflowText(env)
 	if err != nil {

@@ -8,14 +8,17 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/e2a-pipeline/pipeline/normalizer"
 )
 
 // Parse limits.
 const (
 	// MaxWorkflowBytes bounds the JSONL text of one workflow.
 	MaxWorkflowBytes = 1 << 20
-	// MaxLines bounds the number of messages of one workflow.
-	MaxLines = 1000
+	// MaxLines bounds the number of messages of one workflow: the
+	// normalizer's bound too, which refuses a longer workflow at the door.
+	MaxLines = normalizer.MaxWorkflowMessages
 	maxIDLen = 128
 )
 
@@ -88,7 +91,7 @@ func parse(text string, rep *report) *Workflow {
 		return wf
 	}
 	if len(lines) > MaxLines {
-		rep.errorf(lines[MaxLines].line, "", "", CodeTooLarge, "workflow has %d messages, more than the %d allowed", len(lines), MaxLines)
+		rep.errorf(lines[MaxLines].line, "", "", CodeTooLarge, "%s", normalizer.TooManyWorkflowMessages(len(lines)))
 		return wf
 	}
 	last := 0
