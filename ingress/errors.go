@@ -1,6 +1,9 @@
 package ingress
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors of the front door.
 var (
@@ -37,3 +40,24 @@ var (
 	// without a registry).
 	ErrInvalidOption = errors.New("ingress: invalid option")
 )
+
+// workflowTurnError refuses a turn that is not a workflow execution (its
+// envelope's method is not normalizer.MethodWorkflowExecute) naming as its
+// task the executionId of a workflow execution of the caller's (a record
+// of protocol normalizer.ProtocolWorkflow: turnCond.nonWorkflow): the
+// execution takes no other message. It matches ErrConflict, each door's
+// conflict answer, and its text (what egress.ClientMessage gives a client)
+// names the task alone: only a principal who may write the record is told
+// (appendAfter checks that first; another is ErrTaskNotFound, as for any
+// task of another principal's).
+type workflowTurnError struct{ id string }
+
+func (e workflowTurnError) Error() string {
+	return fmt.Sprintf("ingress: task %q is a workflow execution: it takes no other message; start a new execution", e.id)
+}
+
+func (e workflowTurnError) Unwrap() error { return errWorkflowTurn }
+
+// errWorkflowTurn is the kind of workflowTurnError: an ErrConflict whose
+// text is the client's (host.ErrTurnConflict).
+var errWorkflowTurn = fmt.Errorf("%w: a workflow execution's task", ErrConflict)

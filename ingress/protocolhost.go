@@ -644,6 +644,7 @@ func (c rpcCaller) SessionData(ctx context.Context, kind, id string) ([]byte, er
 var hostKinds = []struct{ ingress, host error }{
 	{ErrUnknownPool, host.ErrUnknownPool},
 	{errContextConflict, host.ErrContextConflict}, // before ErrConflict, which it matches
+	{errWorkflowTurn, host.ErrTurnConflict},       // the same
 	{ErrConflict, host.ErrConflict},
 	{ErrTooLarge, host.ErrTooLarge},
 	{ErrBackpressure, host.ErrBackpressure},

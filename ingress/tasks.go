@@ -390,6 +390,27 @@ type turnCond struct {
 	// executionId joins only a workflow execution's record), else
 	// errOtherProtocol with the record, nothing written.
 	protocol string
+	// nonWorkflow, set for a turn whose envelope's method is not
+	// normalizer.MethodWorkflowExecute (publishTurnIf), refuses it on a
+	// workflow execution's record (protocol normalizer.ProtocolWorkflow:
+	// the executionId of an execution, indexExecution's):
+	// workflowTurnError, nothing written. Appended, it would be the
+	// execution's next turn, run by the workflow pool, and the execution
+	// would read as that turn's answer.
+	nonWorkflow bool
+}
+
+// protocolRefusal is why cond refuses a turn of rec for the record's
+// protocol, nil when it takes it: errOtherProtocol (turnCond.protocol),
+// workflowTurnError (turnCond.nonWorkflow).
+func (cond turnCond) protocolRefusal(rec *TaskRecord) error {
+	switch {
+	case cond.protocol != "" && rec.Protocol != cond.protocol:
+		return errOtherProtocol
+	case cond.nonWorkflow && rec.Protocol == normalizer.ProtocolWorkflow:
+		return workflowTurnError{id: rec.ID}
+	}
+	return nil
 }
 
 // refusal is why cond refuses a turn after rec's newest request (key
@@ -432,8 +453,8 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 			if err != nil {
 				return nil, false, err
 			}
-			if cond.protocol != "" && rec.Protocol != cond.protocol {
-				return rec, false, errOtherProtocol
+			if err := cond.protocolRefusal(rec); err != nil {
+				return rec, false, err
 			}
 			if !write {
 				return rec, false, nil // the first turn again: its request is the record
@@ -467,8 +488,8 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 		if !by.Allows(tenant.Write, rec.Principal) {
 			return nil, false, ErrTaskNotFound
 		}
-		if cond.protocol != "" && rec.Protocol != cond.protocol {
-			return &rec, false, errOtherProtocol
+		if err := cond.protocolRefusal(&rec); err != nil {
+			return &rec, false, err
 		}
 		if slices.Contains(rec.RequestIDs, requestID) {
 			return &rec, false, nil // idempotent retry

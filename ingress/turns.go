@@ -53,10 +53,13 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 
 // publishTurnIf is publishTurn; a turn of an existing record (of.Created
 // false) is appended only as cond asks (TaskStore.appendAfter): its
-// refusal (errRecordMoved, ErrTaskTerminal, and ErrTaskNotFound for a
+// refusal (errRecordMoved, ErrTaskTerminal, ErrTaskNotFound for a
 // record p may not write: another principal's, made since the front door
-// looked) is returned with nothing written or published.
+// looked, and an ErrConflict for a turn that is not a workflow execution
+// naming a workflow execution's executionId: turnCond.nonWorkflow, set
+// here for every such turn) is returned with nothing written or published.
 func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner string, cond turnCond) (Accepted, error) {
+	cond.nonWorkflow = env.Method != normalizer.MethodWorkflowExecute
 	kind := KindTask
 	if of.Session {
 		kind = KindSession
@@ -87,7 +90,8 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		rec, added, err = s.opts.tasks.appendAfter(ctx, kind, base, env.RequestID, p.Tenant(), cond)
 	}
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, errRecordMoved) || errors.Is(err, ErrTaskTerminal) || errors.Is(err, ErrTaskNotFound) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, errRecordMoved) || errors.Is(err, ErrTaskTerminal) || errors.Is(err, ErrTaskNotFound) ||
+			errors.Is(err, ErrConflict) {
 			return Accepted{}, err
 		}
 		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)

@@ -27,12 +27,7 @@ import (
 // with that executionId is answered as an executionId nobody holds (run,
 // not indexed: nothing tells him the id exists).
 func TestWorkflowExecutionIDNamingAnA2ATask(t *testing.T) {
-	exec := workflow.New(workflow.Options{})
-	pp := pipetest.Start(t, pipetest.WithPush("127.0.0.1"), pipetest.WithIngress(ingress.WithWorkflow(exec),
-		ingress.WithWorkflowRateLimits(ingress.RateLimits{}), ingress.WithAuth(aliceAndBob(t))))
-	pp.Pool("demo", demo.New())
-	pp.Pool(workflow.Pool, exec)
-	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	p := aliceAndBobWorkflows(t, workflow.New(workflow.Options{}))
 	ctx := t.Context()
 	alice := keyClient(t, p, a2a.TransportProtocolJSONRPC, testKey)
 	task := up.Asked(t, ctx, alice, userMessage("ask:input the weather"))
@@ -42,8 +37,8 @@ func TestWorkflowExecutionIDNamingAnA2ATask(t *testing.T) {
 	body, _ := json.Marshal(map[string]string{"workflow": wf})
 	const msg = "executionId names a task that is not a workflow execution"
 
-	before := streamMsgs(t, pp.JS, streams.RequestsStream)
-	resp, b := do(t, "POST", pp.URL+"/api/v1/workflows/execute", string(body), "Authorization", "Bearer "+testKey)
+	before := streamMsgs(t, p.js, streams.RequestsStream)
+	resp, b := do(t, "POST", p.url+"/api/v1/workflows/execute", string(body), "Authorization", "Bearer "+testKey)
 	var rest struct {
 		Error workflow.Error `json:"error"`
 	}
@@ -51,7 +46,7 @@ func TestWorkflowExecutionIDNamingAnA2ATask(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict || rest.Error.Type != workflow.ValidationError || rest.Error.Message != msg || rest.Error.Retryable {
 		t.Errorf("alice's REST execution named by her A2A task's id: %d %s; want 409 ValidationError %q, not retryable", resp.StatusCode, b, msg)
 	}
-	resp, b = do(t, "POST", pp.URL+"/a2e", a2eWorkflowLine(t, "r-task", strings.Split(wf, "\n")...), "X-Api-Key", testKey)
+	resp, b = do(t, "POST", p.url+"/a2e", a2eWorkflowLine(t, "r-task", strings.Split(wf, "\n")...), "X-Api-Key", testKey)
 	var line struct {
 		Type      string `json:"type"`
 		Code      string `json:"code"`
@@ -63,18 +58,18 @@ func TestWorkflowExecutionIDNamingAnA2ATask(t *testing.T) {
 		line.Retryable == nil || *line.Retryable {
 		t.Errorf("alice's /a2e execution named by her A2A task's id: %d %s; want the error line conflict %q, retryable false", resp.StatusCode, b, msg)
 	}
-	if after := streamMsgs(t, pp.JS, streams.RequestsStream); after != before {
+	if after := streamMsgs(t, p.js, streams.RequestsStream); after != before {
 		t.Errorf("E2A_REQUESTS holds %d messages, %d before: a refused execution was published", after, before)
 	}
 
 	// bob: as an executionId nobody holds, whatever alice's task is.
-	resp, b = do(t, "POST", pp.URL+"/api/v1/workflows/execute", string(body), "Authorization", "Bearer "+bobKey)
+	resp, b = do(t, "POST", p.url+"/api/v1/workflows/execute", string(body), "Authorization", "Bearer "+bobKey)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"status":"`+workflow.StatusSuccess+`"`) {
 		t.Errorf("bob's execution with alice's task id as executionId: %d %s; want 200 success", resp.StatusCode, b)
 	}
-	_, missing := do(t, "GET", pp.URL+"/api/v1/executions/no-such-exec", "", "Authorization", "Bearer "+bobKey)
+	_, missing := do(t, "GET", p.url+"/api/v1/executions/no-such-exec", "", "Authorization", "Bearer "+bobKey)
 	want := strings.ReplaceAll(string(missing), "no-such-exec", id)
-	if code, _, _, b := executionStatus(t, pp.URL, id, bobKey); code != http.StatusNotFound || string(b) != want {
+	if code, _, _, b := executionStatus(t, p.url, id, bobKey); code != http.StatusNotFound || string(b) != want {
 		t.Errorf("bob GET /api/v1/executions/%s: %d %s; want the 404 of a missing execution, %s", id, code, b, want)
 	}
 
@@ -86,4 +81,15 @@ func TestWorkflowExecutionIDNamingAnA2ATask(t *testing.T) {
 	if done, ok := res.(*a2a.Task); err != nil || !ok || done.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("alice's answer: %T %+v %v; want the task completed", res, res, err)
 	}
+}
+
+// aliceAndBobWorkflows starts a pipeline with alice's and bob's keys
+// (aliceAndBob), the demo pool and exec serving the workflow pool, the
+// workflow API's rate limits off.
+func aliceAndBobWorkflows(t *testing.T, exec *workflow.Executor) *pipeline {
+	pp := pipetest.Start(t, pipetest.WithPush("127.0.0.1"), pipetest.WithIngress(ingress.WithWorkflow(exec),
+		ingress.WithWorkflowRateLimits(ingress.RateLimits{}), ingress.WithAuth(aliceAndBob(t))))
+	pp.Pool("demo", demo.New())
+	pp.Pool(workflow.Pool, exec)
+	return &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
 }

@@ -110,34 +110,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// request's stream then opens without reading E2A_RESPONSES.
 	sub, err := c.Submit(r.Context(), host.Submission{Pool: pool, Envelope: env, Turn: turn, Slot: stream || wait, Prepare: stream})
 	if err != nil {
-		switch {
-		case errors.Is(err, host.ErrSessionNotFound), errors.Is(err, host.ErrTaskTerminal):
-			// The turn's record refused it: another principal's task,
-			// made since admitTurn looked, or an A2A task canceled since.
-			field := "task_id"
-			if turn != nil && turn.Session {
-				field = "session_id"
-			}
-			refuseTurn(w, err, field)
-		case errors.Is(err, host.ErrTooManyStreams):
-			Refuse(w, host.TooManyStreams) // its own wait
-		case errors.Is(err, host.ErrContextConflict):
-			WriteError(w, http.StatusConflict, CodeConflict, "context_id is already in use; choose another", false)
-		case errors.Is(err, host.ErrConflict):
-			WriteError(w, http.StatusConflict, CodeConflict, "request_id is already in use; choose another", false)
-		case errors.Is(err, host.ErrTooLarge):
-			WriteError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, egress.ClientMessage(err), false)
-		case errors.Is(err, host.ErrUnknownPool):
-			WriteError(w, http.StatusNotFound, CodeUnknownAgent, egress.ClientMessage(err), false)
-		case errors.Is(err, egress.ErrShuttingDown):
-			f := unavailable // its message names the request, to read again
-			f.Message = egress.ClientMessage(err)
-			Refuse(w, f)
-		case errors.Is(err, context.Canceled):
-			WriteError(w, 499, CodeClientClosed, "client went away before the request was accepted", true)
-		default:
-			Refuse(w, unavailable)
-		}
+		refuseSubmit(w, err, turn)
 		return
 	}
 	defer sub.Done()
@@ -188,4 +161,40 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool
 		return nil, false
 	}
 	return data, true
+}
+
+// refuseSubmit answers a request whose Submit failed with err (turn the
+// turn it was, nil for a new request): each of the host's errors in E2A's
+// words, nothing of another principal's.
+func refuseSubmit(w http.ResponseWriter, err error, turn *host.Turn) {
+	switch {
+	case errors.Is(err, host.ErrSessionNotFound), errors.Is(err, host.ErrTaskTerminal):
+		// The turn's record refused it: another principal's task,
+		// made since admitTurn looked, or an A2A task canceled since.
+		field := "task_id"
+		if turn != nil && turn.Session {
+			field = "session_id"
+		}
+		refuseTurn(w, err, field)
+	case errors.Is(err, host.ErrTooManyStreams):
+		Refuse(w, host.TooManyStreams) // its own wait
+	case errors.Is(err, host.ErrTurnConflict):
+		WriteError(w, http.StatusConflict, CodeConflict, egress.ClientMessage(err), false)
+	case errors.Is(err, host.ErrContextConflict):
+		WriteError(w, http.StatusConflict, CodeConflict, "context_id is already in use; choose another", false)
+	case errors.Is(err, host.ErrConflict):
+		WriteError(w, http.StatusConflict, CodeConflict, "request_id is already in use; choose another", false)
+	case errors.Is(err, host.ErrTooLarge):
+		WriteError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, egress.ClientMessage(err), false)
+	case errors.Is(err, host.ErrUnknownPool):
+		WriteError(w, http.StatusNotFound, CodeUnknownAgent, egress.ClientMessage(err), false)
+	case errors.Is(err, egress.ErrShuttingDown):
+		f := unavailable // its message names the request, to read again
+		f.Message = egress.ClientMessage(err)
+		Refuse(w, f)
+	case errors.Is(err, context.Canceled):
+		WriteError(w, 499, CodeClientClosed, "client went away before the request was accepted", true)
+	default:
+		Refuse(w, unavailable)
+	}
 }

@@ -26,6 +26,11 @@ var (
 	// principal holds (it matches ErrConflict too): a front door names the
 	// context's field.
 	ErrContextConflict = fmt.Errorf("%w: the context id", ErrConflict)
+	// ErrTurnConflict is the ErrConflict of a turn the caller's own task
+	// takes from no message of this kind (a message naming a workflow
+	// execution): its text, which names only the caller's task, is the
+	// client's message (it matches ErrConflict too).
+	ErrTurnConflict = fmt.Errorf("%w: the task takes no such message", ErrConflict)
 	// ErrTooLarge: the encoded envelope is larger than the pipeline
 	// accepts; not retryable.
 	ErrTooLarge = errors.New("host: request too large for the pipeline")

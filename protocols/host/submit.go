@@ -146,6 +146,9 @@ func AnswerSubmitError(rep Reply, err error) {
 			Data: map[string]any{"code": "body_too_large", "retryable": false}})
 	case errors.Is(err, ErrTaskTerminal):
 		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeA2AUnsupportedOperation, Message: "This operation is not supported: " + egress.ClientMessage(err)})
+	case errors.Is(err, ErrTurnConflict):
+		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: " + egress.ClientMessage(err),
+			Data: map[string]any{"conflict": true, "retryable": false}})
 	case errors.Is(err, ErrConflict):
 		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: the id (Idempotency-Key or contextId) is already in use; choose another",
 			Data: map[string]any{"conflict": true, "retryable": false}})
