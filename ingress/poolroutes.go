@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -59,6 +60,9 @@ func (s *Server) mountPools(mux *http.ServeMux) {
 // or after the pool alone, with the pool's profile. A pool no worker ever
 // served and no bridge published has none (its card is 404).
 func (s *Server) poolCardInfo(ctx context.Context, base, pool string) (host.CardInfo, bool) {
+	if pool == normalizer.WorkflowPool {
+		return host.CardInfo{}, false // no A2A agent (poolNames)
+	}
 	info, found, err := bridge.LookupPool(ctx, s.js, pool)
 	if err != nil {
 		s.opts.log.Warn("pool card: bridge pool info unreadable", "pool", pool, "err", err)
@@ -100,7 +104,10 @@ type poolCache struct {
 const poolListTTL = 5 * time.Second
 
 // poolNames lists the agent pools (durable consumers agent-<pool> on
-// E2A_REQUESTS), sorted, cached for poolListTTL.
+// E2A_REQUESTS), sorted, cached for poolListTTL. The workflow pool is not
+// one of them: it runs A2E workflow executions only (the normalizer
+// refuses any other message to it), so it is no agent an A2A client could
+// be given, and has no card (poolCardInfo).
 func (s *Server) poolNames(ctx context.Context) ([]string, error) {
 	c := &s.poolList
 	c.mu.Lock()
@@ -114,7 +121,9 @@ func (s *Server) poolNames(ctx context.Context) ([]string, error) {
 	}
 	names := make([]string, 0, len(m))
 	for n := range m {
-		names = append(names, n)
+		if n != normalizer.WorkflowPool {
+			names = append(names, n)
+		}
 	}
 	slices.Sort(names)
 	c.names, c.at = names, time.Now()

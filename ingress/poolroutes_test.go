@@ -18,6 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -42,6 +43,7 @@ func TestPoolEndpoints(t *testing.T) {
 	p.Pool("demo", whoAmI("demo"))
 	p.Pool("echo", whoAmI("echo"))
 	p.Pool("plain", whoAmI("plain"))
+	p.Pool(normalizer.WorkflowPool, whoAmI(normalizer.WorkflowPool))
 	ctx := context.Background()
 	conv, err := bridge.OpenConversations(ctx, p.JS, streams.DefaultConfig())
 	if err != nil {
@@ -136,8 +138,13 @@ func TestPoolEndpoints(t *testing.T) {
 			t.Errorf("the pipeline's card does not list %s (skills %v)", want, listed)
 		}
 	}
+	// The workflow pool takes A2E workflow executions only (its A2A door
+	// refuses every message): it is no A2A agent, listed or with a card.
+	if listed["pool:"+normalizer.WorkflowPool] {
+		t.Errorf("the pipeline's card lists the workflow pool as an A2A agent (skills %v)", listed)
+	}
 
-	for _, path := range []string{"/pools/nopool/.well-known/agent-card.json", "/pools/echo/pools/demo/a2a/v1", "/pools/bad.name/v1/requests"} {
+	for _, path := range []string{"/pools/nopool/.well-known/agent-card.json", "/pools/" + normalizer.WorkflowPool + "/.well-known/agent-card.json", "/pools/echo/pools/demo/a2a/v1", "/pools/bad.name/v1/requests"} {
 		resp, err := http.Get(p.URL + path)
 		if err != nil {
 			t.Fatal(err)
