@@ -187,7 +187,7 @@ func checkSend(t *testing.T, sc conformance.Scenario, status int, body []byte) {
 		t.Fatal(err)
 	}
 	switch sc.Name {
-	case "spec_12_8", "single_message", "resume_from_3":
+	case "spec_12_8", "single_message", "resume_from_3", "reasoning_then_text":
 		if _, ok := e.(*a2a.Message); !ok {
 			t.Errorf("one message must be a Message, got %T", e)
 		}

@@ -1,60 +1,14 @@
 package a2a
 
 import (
-	"strings"
-
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
-// acceptsData reports whether output modes modes admit DataParts.
-func acceptsData(modes []string) bool {
-	if len(modes) == 0 {
-		return true
-	}
-	for _, m := range modes {
-		if i := strings.IndexByte(m, ';'); i >= 0 {
-			m = m[:i]
-		}
-		m = strings.ToLower(strings.TrimSpace(m))
-		if m == "application/json" || m == "*/*" || m == "application/*" || strings.HasSuffix(m, "+json") {
-			return true
-		}
-	}
-	return false
-}
-
-// isData reports a data part.
-func isData(p *a2a.Part) bool {
-	_, ok := p.Content.(a2a.Data)
-	return ok
-}
-
-// isInteraction reports a part only trpc interaction-spec clients get: a
-// thought text part, a function_call or function_response data part.
-func isInteraction(p *a2a.Part) bool {
-	switch p.Content.(type) {
-	case a2a.Text:
-		return p.Metadata[a2amap.MetaThought] == true
-	case a2a.Data:
-		typ, _ := p.Metadata[a2amap.MetaPartType].(string)
-		return typ == e2a.ToolFunctionCall || typ == e2a.ToolFunctionResponse
-	}
-	return false
-}
-
 // partFilter returns the parts the client of p must not get (nil: all
-// are sent): DataParts unless its output modes admit JSON,
-// interaction-spec parts unless it declared the extension.
-func partFilter(p a2amap.Params) func(*a2a.Part) bool {
-	data, basic := !acceptsData(p.AcceptedOutputModes), !p.Interaction
-	if !data && !basic {
-		return nil
-	}
-	return func(pt *a2a.Part) bool { return (data && isData(pt)) || (basic && isInteraction(pt)) }
-}
+// are sent): a2amap.HiddenPart.
+func partFilter(p a2amap.Params) func(*a2a.Part) bool { return a2amap.HiddenPart(p) }
 
 // withoutParts returns parts without those drop reports.
 func withoutParts(parts a2a.ContentParts, drop func(*a2a.Part) bool) a2a.ContentParts {

@@ -276,7 +276,20 @@ func Scenarios() []Scenario {
 	out = append(out, Scenario{Name: "trpc_tool_call", Frames: tc, Steps: allFrames(tc, 0), Final: true})
 	out = append(out, Scenario{Name: "resume_from_3", Frames: tc, From: 3, Steps: allFrames(tc, 3), Final: true})
 
-	id := "req_code"
+	// One model call that reasons, then answers: the same completion id
+	// (an OpenAI-compatible server's stream through the bridge), so one
+	// artifact; a client without the interaction extension is shown it
+	// from its first text update, which starts it (append false).
+	id := "req_reason"
+	reason := []*e2a.Response{
+		chunkFrame(id, 0, e2a.DeltaReasoning, "The user greets me.", "chatcmpl-r1"),
+		chunkFrame(id, 1, e2a.DeltaText, "Hello", "chatcmpl-r1"),
+		chunkFrame(id, 2, e2a.DeltaText, " there.", "chatcmpl-r1"),
+		frameAt(id, 3, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "Hello there."}}, nil),
+	}
+	out = append(out, Scenario{Name: "reasoning_then_text", Frames: reason, Steps: allFrames(reason, 0), Final: true})
+
+	id = "req_code"
 	code := []*e2a.Response{
 		chunkFrame(id, 0, e2a.DeltaCustom, map[string]any{"type": "executable_code", "code": "print(6*7)", "language": "python"}, "chatcmpl-c1"),
 		chunkFrame(id, 1, e2a.DeltaCustom, map[string]any{"type": "code_execution_result", "output": "42", "outcome": "OUTCOME_OK"}, "chatcmpl-c1"),

@@ -694,7 +694,14 @@ type Mapper struct {
 	requestID string
 	resumed   bool
 	seen      map[a2a.ArtifactID]bool
-	content   bool
+	// hidden, in a stream's mapper, is what its client does not get
+	// (HiddenPart): an artifact counts as seen (its next update appends)
+	// once the client got a part of it. An OpenAI model's reasoning opens
+	// its artifact, and a client without the interaction extension was
+	// sent its first content update with append true, for an artifact it
+	// never saw (a2a-go's task manager stops there).
+	hidden  func(*a2a.Part) bool
+	content bool
 	// runKey and runID: without llm_response_id, consecutive text (or
 	// reasoning) chunks share one artifact; every other event has its own.
 	runKey string
@@ -766,6 +773,7 @@ func (m *Mapper) unreadable(r *e2a.Response, err error) {
 func NewStreamMapper(requestID string, p Params, from int64) *Mapper {
 	m := newMapper(p, from)
 	m.requestID = requestID
+	m.hidden = HiddenPart(p)
 	if !p.Resubscribe && from == 0 {
 		if m.taskID == "" {
 			m.taskID = a2a.TaskID(requestID)
@@ -951,7 +959,8 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 				Artifact: &a2a.Artifact{ID: id, Name: l.name, Description: l.description, Metadata: l.meta, Parts: p.parts},
 				Append:   m.seen[id] || m.resumed,
 				Metadata: p.meta(llm)})
-			m.seen[id], m.content = true, true
+			m.seen[id] = m.seen[id] || m.shown(p.parts)
+			m.content = true
 		}
 	} else {
 		ev, final, err := nativeV1(r)
