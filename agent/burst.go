@@ -147,7 +147,7 @@ func (wr *writer) appendQueuedLocked(f frame, runtime bool) (int64, error) {
 	if limit > 0 {
 		if n := int64(wr.headerSize() + size); n > limit {
 			wr.queueBuf = wr.queueBuf[:start]
-			return 0, &frameError{&frameTooLargeError{kind: f.kind, size: n, limit: limit}}
+			return 0, wr.tooLargeError(f.kind, n, limit)
 		}
 	}
 	if start > 0 && !wr.fits(len(wr.queueBuf), limit) {

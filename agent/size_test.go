@@ -17,6 +17,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -109,7 +110,9 @@ func TestFrameTooLargeIsRefusedAtOnce(t *testing.T) {
 	})
 	// With a publish timeout of an hour, a frame retried until the timeout
 	// would hang the test.
-	w := startWorker(t, s.nc, "big", h, agent.WithPublishTimeout(time.Hour))
+	var logs testkit.Buffer
+	w := startWorker(t, s.nc, "big", h, agent.WithPublishTimeout(time.Hour),
+		agent.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	waitConsumer(t, s.js, "big")
 	wait := followFrames(t, s.nc, "big-1")
 	publish(t, s.js, "big", request("big-1", nil))
@@ -127,6 +130,11 @@ func TestFrameTooLargeIsRefusedAtOnce(t *testing.T) {
 	}
 	if len(frames) != 2 || text(t, frames) != "still writing" {
 		t.Fatalf("frames %+v", frames)
+	}
+	// The refusal is in the worker's log with its request (the client's
+	// frame_too_large names no worker; it was logged nowhere).
+	if l := logs.String(); !strings.Contains(l, "max_payload") || !strings.Contains(l, "request_id=big-1") {
+		t.Errorf("the refused frame is not logged with its request:\n%s", l)
 	}
 	eb, err := frames[1].Error()
 	if err != nil || eb.Code != e2a.ErrCodeFrameTooLarge || eb.Retryable || frames[1].Status != e2a.StatusFailed {

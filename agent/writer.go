@@ -330,7 +330,7 @@ func (wr *writer) Chunk(deltaKind string, delta any) error {
 	if text {
 		if budget, capped := wr.textBudget(deltaKind, len(s)); capped {
 			if budget < minTextBudget {
-				return &frameError{&frameTooLargeError{kind: e2a.KindChunk, size: -1, limit: wr.maxPayload()}}
+				return wr.tooLargeError(e2a.KindChunk, -1, wr.maxPayload())
 			}
 			if pieces := splitText(s, budget); len(pieces) > 1 {
 				for _, piece := range pieces {
@@ -963,7 +963,7 @@ func (wr *writer) publish(seq int64, expected uint64, f frame) (uint64, error) {
 		m := wr.message(seq, 1, data)
 		wr.expect(m, expected)
 		if size := streams.MessageSize(m); size > limit {
-			return 0, &frameError{&frameTooLargeError{kind: f.kind, size: size, limit: limit}}
+			return 0, wr.tooLargeError(f.kind, size, limit)
 		}
 	}
 	return wr.publishData(seq, 1, expected, data)
@@ -972,6 +972,16 @@ func (wr *writer) publish(seq int64, expected uint64, f frame) (uint64, error) {
 // maxPayload is the max_payload of the server the connection is on (0:
 // unknown); nats.go learns it again at each reconnect.
 func (wr *writer) maxPayload() int64 { return wr.w.js.Conn().MaxPayload() }
+
+// tooLargeError is the refusal of a frame of kind, size bytes (-1: even
+// an empty one), over the server's max_payload limit, said in the log
+// with its request: the client's frame_too_large (or the handler's own
+// handling of the error) names no worker.
+func (wr *writer) tooLargeError(kind string, size, limit int64) error {
+	wr.w.log.Warn("frame refused: larger than the NATS server's max_payload", "request_id", wr.requestID,
+		"kind", kind, "bytes", size, "max_payload", limit)
+	return &frameError{&frameTooLargeError{kind: kind, size: size, limit: limit}}
+}
 
 // frameTooLargeError is ErrFrameTooLarge with the sizes; as an *Error it is
 // the e2a.error frame_too_large a handler returning it ends with.
