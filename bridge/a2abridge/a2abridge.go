@@ -41,10 +41,11 @@ import (
 type Option func(*config) error
 
 type config struct {
-	pool  string
-	convs *bridge.Conversations
-	poll  time.Duration
-	log   *slog.Logger
+	pool    string
+	convs   *bridge.Conversations
+	poll    time.Duration
+	log     *slog.Logger
+	allowed []allowedHost // WithAllowedHosts
 }
 
 // WithConversations keeps the upstream's task and context ids of pool's
@@ -75,6 +76,8 @@ type Upstream struct {
 	card      *a2a.AgentCard
 	client    *a2aclient.Client
 	http      *bridge.Client
+	origin    origin // where the client may call (origin.go)
+	used      string // the interface the client calls, as logs show it
 	streaming bool
 	cfg       config
 }
@@ -85,9 +88,11 @@ var (
 )
 
 // New reads the agent's card at c's base URL (the card's own URL, or the
-// agent's base URL whose /.well-known/agent-card.json is read) and builds
-// its client. A card that cannot be read or names no interface the client
-// speaks is an error: the pool does not start.
+// agent's base URL whose /.well-known/agent-card.json is read; at most
+// 1 MiB) and builds its client, on one of the card's interfaces on c's
+// host or a host allowed (WithAllowedHosts; origin.go). A card that cannot
+// be read or names no interface the client speaks and may call is an
+// error: the pool does not start.
 func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", bridge.ErrInvalidOption)
@@ -100,6 +105,18 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 	if err != nil {
 		return nil, err
 	}
+	org := originOf(c, cfg.allowed)
+	usable, refused := org.split(card)
+	if len(usable) == 0 {
+		return nil, org.noInterface(c, refused)
+	}
+	if len(refused) > 0 {
+		cfg.log.Warn("a2a bridge: interfaces of the agent's card not used (another host, or http for an https upstream; "+
+			"E2A_UPSTREAM_ALLOWED_HOSTS allows a host)", "upstream", c.Location(), "refused", strings.Join(refused, "; "))
+	}
+	// The client is built from the card with only those interfaces.
+	callable := *card
+	callable.SupportedInterfaces = usable
 	// A non-2xx answer keeps its status (and Retry-After) as the bridge's
 	// error: on JSON-RPC every one (A2A's errors come in 200 answers), on
 	// HTTP+JSON a 429 and any error that is not the binding's JSON error
@@ -115,14 +132,35 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 	}
 	creds = append(creds, grpcIdle(c.IdleTimeout())...)
 	creds = append(creds, grpcRateLimited()...)
-	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithCallInterceptors(a2aext.NewActivator(extensions...)),
+	client, err := a2aclient.NewFromCard(ctx, &callable, a2aclient.WithCallInterceptors(a2aext.NewActivator(extensions...)),
 		a2aclient.WithJSONRPCTransport(rpc), a2aclient.WithRESTTransport(rest), grpcv1.WithGRPCTransport(creds...),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: rpc}),
 		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: rest}), grpcv0.WithGRPCTransport(creds...))
 	if err != nil {
 		return nil, fmt.Errorf("a2abridge: no interface of the card at %s can be used: %w", c.Name(), err)
 	}
-	return &Upstream{card: card, client: client, http: c, streaming: card.Capabilities.Streaming, cfg: cfg}, nil
+	u := &Upstream{card: card, client: client, http: c, origin: org, streaming: card.Capabilities.Streaming, cfg: cfg}
+	u.used = usedInterface(client, &callable)
+	cfg.log.Info("a2a bridge: the agent's interface", "upstream", c.Location(), "interface", u.used)
+	return u, nil
+}
+
+// usedInterface is the interface of card the client calls, as logs show
+// it (scheme and host): a2a-go does not tell, but its UpdateCard takes a
+// card only when it lists the client's interface, so each is tried alone
+// and the whole card put back.
+func usedInterface(client *a2aclient.Client, card *a2a.AgentCard) string {
+	used := "(unknown)"
+	for _, iface := range card.SupportedInterfaces {
+		one := *card
+		one.SupportedInterfaces = []*a2a.AgentInterface{iface}
+		if client.UpdateCard(&one) == nil {
+			used = where(iface) + " (" + string(iface.ProtocolBinding) + ")"
+			break
+		}
+	}
+	_ = client.UpdateCard(card)
+	return used
 }
 
 // extensions are the URIs of the A2A extensions the bridge activates on
@@ -198,8 +236,12 @@ func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) 
 	root := (&url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path}).String()
 	var lastErr error
 	for _, parser := range []agentcard.Parser{agentcard.DefaultCardParser, a2av0.NewAgentCardParser()} {
-		r := &agentcard.Resolver{Client: c.HTTP(), CardParser: parser}
+		r := &agentcard.Resolver{Client: cardHTTP(c), CardParser: parser}
 		card, err := r.Resolve(ctx, root, path...)
+		if errors.Is(err, errCardTooLarge) {
+			return nil, fmt.Errorf("a2abridge: agent card of %s: %w", c.Name(),
+				&bridge.Error{Code: bridge.CodeProtocol, Message: errCardTooLarge.Error(), Err: err})
+		}
 		if err != nil {
 			lastErr = err
 			continue
@@ -217,9 +259,21 @@ func (u *Upstream) Card() *a2a.AgentCard { return u.card }
 
 // ReadCard reads the agent's card again, as New read it, for a pool card
 // that follows the agent's (its name, description, skills, modes). The
-// client keeps the interface New chose.
+// client keeps the interface New chose, whatever the card names now: one
+// that names interfaces the bridge may not call (another host, http for
+// an https upstream; origin.go) is logged as a warning, and never
+// switched to.
 func (u *Upstream) ReadCard(ctx context.Context) (*a2a.AgentCard, error) {
-	return resolveCard(ctx, u.http)
+	card, err := resolveCard(ctx, u.http)
+	if err != nil {
+		return nil, err
+	}
+	if _, refused := u.origin.split(card); len(refused) > 0 {
+		u.cfg.log.Warn("a2a bridge: the agent's card read again names interfaces the bridge does not call; "+
+			"the client stays on its interface", "upstream", u.http.Location(), "interface", u.used,
+			"refused", strings.Join(refused, "; "))
+	}
+	return card, nil
 }
 
 // Name is "a2a" and the agent's scheme and host.
@@ -373,7 +427,7 @@ func (t *turn) sendAndPoll(ctx context.Context, req *a2a.SendMessageRequest) err
 	if err := t.event(ctx, res); err != nil || t.done {
 		return err
 	}
-	return t.pollTask(ctx)
+	return t.pollTask(ctx, 0)
 }
 
 // pollTask polls the task until it ends or is interrupted. A poll that
@@ -382,10 +436,16 @@ func (t *turn) sendAndPoll(ctx context.Context, req *a2a.SendMessageRequest) err
 // on: after frames were written the Handler cannot run the call again,
 // so the poll is tried again here, after a wait (resubscribeWait, the
 // agent's Retry-After honoured up to its cap), up to resubscribes times
-// in a row.
-func (t *turn) pollTask(ctx context.Context) error {
+// in a row. With idle > 0 (a streaming agent's task polled because it
+// could not be subscribed to after a cut: followTask, stallIdleTimeouts),
+// a task that makes no progress (no new event, state or artifact: reach
+// and the state stay) for idle ends the turn upstream_cannot_resume, retryable (the
+// task may run on; the bridge cannot follow it): the polls, every
+// cfg.poll, had no bound but the request's end.
+func (t *turn) pollTask(ctx context.Context, idle time.Duration) error {
 	tick := time.NewTicker(t.u.cfg.poll)
 	defer tick.Stop()
+	last, reach, state, polls := time.Now(), t.reach(), a2a.TaskState(""), 0
 	for failed := 0; !t.done; {
 		select {
 		case <-ctx.Done():
@@ -408,9 +468,17 @@ func (t *turn) pollTask(ctx context.Context) error {
 			}
 			continue
 		}
-		failed = 0
+		failed, polls = 0, polls+1
 		if err := t.event(ctx, task); err != nil {
 			return err
+		}
+		if r := t.reach(); r != reach || task.Status.State != state {
+			last, reach, state = time.Now(), r, task.Status.State
+		} else if idle > 0 && !t.done && time.Since(last) >= idle {
+			t.u.cfg.log.Info("a2a bridge: the agent's task made no progress while polled; ending the request", "request_id", t.env.RequestID,
+				"task", t.taskID, "idle", idle, "polls", polls)
+			return &bridge.Error{Code: bridge.CodeCannotResume, Retryable: true, Message: fmt.Sprintf(
+				"the agent's task made no progress for %v after its stream was cut (it could not be subscribed to; polled %d times)", idle, polls)}
 		}
 	}
 	return nil

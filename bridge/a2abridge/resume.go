@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -89,7 +90,13 @@ func (t *turn) followTask(ctx context.Context) error {
 		return err
 	}
 	if poll {
-		return t.pollTask(ctx)
+		// A streaming agent's task is polled only after a cut, for as
+		// long as it makes progress within stallIdleTimeouts idle timeouts.
+		var stall time.Duration
+		if t.u.streaming {
+			stall = stallIdleTimeouts * t.u.http.IdleTimeout()
+		}
+		return t.pollTask(ctx, stall)
 	}
 	return &bridge.Error{Code: bridge.CodeCannotResume, Retryable: true,
 		Message: "the agent's task runs on but cannot be subscribed to"}
@@ -209,3 +216,14 @@ func (t *turn) stored(f *e2a.Response, own bool) error {
 	}
 	return nil
 }
+
+// stallIdleTimeouts is how many idle timeouts (E2A_UPSTREAM_IDLE_TIMEOUT,
+// 60 s by default: 10 minutes) a streaming agent's task polled after a cut
+// may go without progress before the request ends upstream_cannot_resume
+// (pollTask). The idle timeout does not apply between a stream's events (an
+// agent may think for long between two), and a task followed by polling
+// after a worker's crash must not end sooner than its stream would have;
+// an upstream whose task never moves again (its subscription yields another
+// task's events) must not hold the request, polled 4 times a second,
+// forever.
+const stallIdleTimeouts = 10

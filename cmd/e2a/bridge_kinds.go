@@ -18,7 +18,8 @@ import (
 func newUpstream(ctx context.Context, client *bridge.Client, conv *bridge.Conversations, pool string, u UpstreamConfig, info *bridge.PoolInfo, log *slog.Logger) (bridge.Upstream, cardReader, error) {
 	switch u.Kind {
 	case upstreamA2A:
-		up, err := a2abridge.New(ctx, client, a2abridge.WithConversations(pool, conv), a2abridge.WithLogger(log))
+		up, err := a2abridge.New(ctx, client, a2abridge.WithConversations(pool, conv), a2abridge.WithLogger(log),
+			namedOption("E2A_UPSTREAM_ALLOWED_HOSTS", a2abridge.WithAllowedHosts(u.AllowedHosts)))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -1,0 +1,355 @@
+package a2abridge_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+)
+
+// originKey is the API key the bridge holds in these tests.
+const originKey = "sk-origin-secret-4242"
+
+// keyedAgent is a JSON-RPC A2A agent (mineAnswerer) listening on host,
+// which records the Authorization header of every call it gets.
+type keyedAgent struct {
+	rpc  string // the interface URL: http://host:port/rpc
+	addr string // host:port
+	mu   sync.Mutex
+	auth []string
+}
+
+func (k *keyedAgent) calls() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.auth...)
+}
+
+func startKeyedAgent(t *testing.T, host string) *keyedAgent {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", host, err)
+	}
+	k := &keyedAgent{addr: ln.Addr().String()}
+	k.rpc = "http://" + k.addr + "/rpc"
+	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(mineAnswerer{}))
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k.mu.Lock()
+		k.auth = append(k.auth, r.Header.Get("Authorization"))
+		k.mu.Unlock()
+		rpc.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return k
+}
+
+// otherHost is a host name of this machine that is not 127.0.0.1:
+// 127.0.0.2 (Linux answers on all of 127/8), else localhost.
+func otherHost(t *testing.T) string {
+	t.Helper()
+	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err == nil {
+		_ = ln.Close()
+		return "127.0.0.2"
+	}
+	return "localhost"
+}
+
+// cardAt serves a card on 127.0.0.1 (over TLS when tls), whose body set
+// replaces; it returns the card server's base URL and its HTTP client's
+// transport (which trusts it).
+type cardAt struct {
+	srv  *httptest.Server
+	body atomic.Pointer[[]byte]
+}
+
+func serveCard(t *testing.T, tls bool, card any) *cardAt {
+	t.Helper()
+	c := &cardAt{}
+	c.set(t, card)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != a2asrv.WellKnownAgentCardPath {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(*c.body.Load())
+	})
+	if tls {
+		c.srv = httptest.NewTLSServer(h)
+	} else {
+		c.srv = httptest.NewServer(h)
+	}
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *cardAt) set(t *testing.T, card any) {
+	t.Helper()
+	b, ok := card.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(card); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.body.Store(&b)
+}
+
+// cardOf is a streaming agent's card naming urls as JSON-RPC interfaces,
+// in that order.
+func cardOf(urls ...string) *a2a.AgentCard {
+	card := testCard(a2a.NewAgentInterface(urls[0], a2a.TransportProtocolJSONRPC), true)
+	for _, u := range urls[1:] {
+		card.SupportedInterfaces = append(card.SupportedInterfaces, a2a.NewAgentInterface(u, a2a.TransportProtocolJSONRPC))
+	}
+	return card
+}
+
+// logBuffer is a logger writing text lines to a buffer, safe for
+// concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// newOriginUpstream is the A2A upstream of the card at c, with the API
+// key, logging to log.
+func newOriginUpstream(ctx context.Context, t *testing.T, c *cardAt, log *logBuffer, opts ...a2abridge.Option) (*a2abridge.Upstream, error) {
+	t.Helper()
+	copts := []bridge.ClientOption{bridge.WithCredentials(bridge.Credentials{APIKey: originKey}), bridge.WithConnectTimeout(2 * time.Second)}
+	if strings.HasPrefix(c.srv.URL, "https:") {
+		copts = append(copts, bridge.WithTransport(c.srv.Client().Transport))
+	}
+	client, err := bridge.NewClient(c.srv.URL, copts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append(opts, a2abridge.WithLogger(slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	u, err := a2abridge.New(ctx, client, opts...)
+	if err == nil {
+		t.Cleanup(func() { _ = u.Close() })
+	}
+	return u, err
+}
+
+// askThrough serves pool with u on p and asks it once: the answer must
+// be the agent's ("mine", completed).
+func askThrough(t *testing.T, p *pipetest.Pipeline, pool string, u *a2abridge.Upstream) {
+	t.Helper()
+	h, err := bridge.New(pool, u, bridge.WithRetry(0, 5*time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Pool(pool, h)
+	a := p.Ask(t, pool, `{"params":{"text":"hi"}}`)
+	if got := a.Text(e2a.DeltaText); got != "mine" || a.Final().ResponseKind != e2a.KindComplete {
+		t.Errorf("answer %q, final %s", got, a.Final().Body)
+	}
+}
+
+// TestCardOrigin: the bridge sends its credentials only to interfaces on
+// the configured upstream's host. A card (read at http://127.0.0.1:A)
+// naming an interface on another host (127.0.0.2:B) is refused at start
+// by default, naming the hosts and E2A_UPSTREAM_ALLOWED_HOSTS, and the
+// other host gets no call; an interface on the configured host among
+// them is used instead (and logged without its path); the other host is
+// used once allowed (by host, or host:port, not another port); an https
+// upstream whose card names http is refused, allowed or not. It sent
+// "Authorization: Bearer <key>" to whatever host the card named.
+func TestCardOrigin(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	other := otherHost(t)
+	evil := startKeyedAgent(t, other)
+	good := startKeyedAgent(t, "127.0.0.1")
+	p := pipetest.Start(t)
+
+	t.Run("refused", func(t *testing.T) {
+		c := serveCard(t, false, cardOf(evil.rpc+"/evil"))
+		var log logBuffer
+		_, err := newOriginUpstream(ctx, t, c, &log)
+		if err == nil {
+			t.Fatal("a card naming only another host was taken")
+		}
+		t.Logf("refused: %v", err)
+		for _, want := range []string{other, "127.0.0.1", "E2A_UPSTREAM_ALLOWED_HOSTS"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not name %q", err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "/evil") {
+			t.Errorf("error %q shows the interface's path", err)
+		}
+	})
+
+	t.Run("same-host-used", func(t *testing.T) {
+		c := serveCard(t, false, cardOf(evil.rpc, good.rpc))
+		var log logBuffer
+		u, err := newOriginUpstream(ctx, t, c, &log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		askThrough(t, p, "origin-same", u)
+		t.Logf("log:\n%s", log.String())
+		if got := good.calls(); len(got) == 0 || got[0] != "Bearer "+originKey {
+			t.Errorf("the configured host got %q", got)
+		}
+		if !strings.Contains(log.String(), "http://"+good.addr) || strings.Contains(log.String(), "/rpc") {
+			t.Errorf("log does not name the interface used (scheme and host, no path):\n%s", log.String())
+		}
+	})
+
+	if got := evil.calls(); len(got) != 0 {
+		t.Fatalf("the other host got %d calls (%q) by default", len(got), got)
+	}
+
+	t.Run("allowed", func(t *testing.T) {
+		_, port, _ := net.SplitHostPort(evil.addr)
+		for i, allow := range []string{other, " 127.0.0.9, " + other + ":" + port} {
+			c := serveCard(t, false, cardOf(evil.rpc))
+			var log logBuffer
+			u, err := newOriginUpstream(ctx, t, c, &log, a2abridge.WithAllowedHosts(allow))
+			if err != nil {
+				t.Fatalf("allowed %q: %v", allow, err)
+			}
+			askThrough(t, p, "origin-allowed-"+string(rune('a'+i)), u)
+		}
+		if got := evil.calls(); len(got) == 0 || got[0] != "Bearer "+originKey {
+			t.Errorf("the allowed host got %q", got)
+		}
+		c := serveCard(t, false, cardOf(evil.rpc))
+		if _, err := newOriginUpstream(ctx, t, c, &logBuffer{}, a2abridge.WithAllowedHosts(other+":1")); err == nil {
+			t.Error("an interface on another port of an allowed host:port was taken")
+		}
+	})
+
+	t.Run("https-to-http", func(t *testing.T) {
+		before := len(good.calls())
+		for _, allow := range []string{"", "127.0.0.1"} {
+			c := serveCard(t, true, cardOf(good.rpc))
+			_, err := newOriginUpstream(ctx, t, c, &logBuffer{}, a2abridge.WithAllowedHosts(allow))
+			if err == nil || !strings.Contains(err.Error(), "https") {
+				t.Errorf("allowed %q: an https upstream's http interface: %v", allow, err)
+			}
+		}
+		if n := len(good.calls()) - before; n != 0 {
+			t.Errorf("the http interface got %d calls", n)
+		}
+	})
+
+	t.Run("options", func(t *testing.T) {
+		c, _ := bridge.NewClient("http://127.0.0.1:1")
+		for _, bad := range []string{"http://x", "x/y", "a b", "x:0", "x:99999", "x:port", ",", "[::1", "user@x"} {
+			if _, err := a2abridge.New(ctx, c, a2abridge.WithAllowedHosts(bad)); !errors.Is(err, bridge.ErrInvalidOption) {
+				t.Errorf("allowed hosts %q: %v, want ErrInvalidOption", bad, err)
+			}
+		}
+	})
+}
+
+// TestCardRefreshOrigin: a card read again (ReadCard, the pool card's
+// refresh) that names another host keeps the client on the interface it
+// uses, with a warning; the next call goes where the calls went.
+func TestCardRefreshOrigin(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	other := otherHost(t)
+	evil := startKeyedAgent(t, other)
+	good := startKeyedAgent(t, "127.0.0.1")
+	p := pipetest.Start(t)
+	c := serveCard(t, false, cardOf(good.rpc))
+	var log logBuffer
+	u, err := newOriginUpstream(ctx, t, c, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.set(t, cardOf(evil.rpc))
+	card, err := u.ReadCard(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if card.Name == "" {
+		t.Error("the card read again is empty")
+	}
+	if !strings.Contains(log.String(), "WARN") || !strings.Contains(log.String(), other) {
+		t.Errorf("no warning naming %s:\n%s", other, log.String())
+	}
+	askThrough(t, p, "refresh", u)
+	if got := evil.calls(); len(got) != 0 {
+		t.Errorf("the other host got %q after the refresh", got)
+	}
+	if len(good.calls()) == 0 {
+		t.Error("the configured host got no call")
+	}
+}
+
+// TestCardTooLarge: a card over 1 MiB is refused at start (it was read
+// whole, 30 MB took the agent to 220 MB), and a card read again that
+// grew so is an error the refresh warns of, not read whole.
+func TestCardTooLarge(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	good := startKeyedAgent(t, "127.0.0.1")
+	big := cardOf(good.rpc)
+	big.Description = strings.Repeat("x", 2<<20)
+	c := serveCard(t, false, big)
+	if _, err := newOriginUpstream(ctx, t, c, &logBuffer{}); err == nil || !strings.Contains(err.Error(), "1 MiB") {
+		t.Errorf("a 2 MiB card: %v", err)
+	}
+	c.set(t, cardOf(good.rpc))
+	u, err := newOriginUpstream(ctx, t, c, &logBuffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.set(t, big)
+	if _, err := u.ReadCard(ctx); err == nil || !strings.Contains(err.Error(), "1 MiB") {
+		t.Errorf("a card read again at 2 MiB: %v", err)
+	}
+	// Without a Content-Length (chunked), the body is cut at the cap too.
+	b, _ := json.Marshal(big)
+	chunked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i < len(b); i += 64 << 10 {
+			_, _ = w.Write(b[i:min(i+64<<10, len(b))])
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer chunked.Close()
+	client, _ := bridge.NewClient(chunked.URL)
+	if _, err := a2abridge.New(ctx, client); err == nil || !strings.Contains(err.Error(), "1 MiB") {
+		t.Errorf("a chunked 2 MiB card: %v", err)
+	}
+}
