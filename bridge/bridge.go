@@ -49,6 +49,7 @@ type Option func(*config) error
 type config struct {
 	maxInFlight int
 	retries     int
+	maxAnswer   int64
 	base, cap   time.Duration
 	reg         prometheus.Registerer
 	log         *slog.Logger
@@ -69,6 +70,29 @@ func WithRetry(retries int, base, max time.Duration) Option {
 	return option.Check(ErrInvalidOption, retries >= 0 && retries <= 20 && base > 0 && max >= base,
 		func(c *config) { c.retries, c.base, c.cap = retries, base, max },
 		"retry %d, %v..%v (want 0..20 retries, 0 < base ≤ max)", retries, base, max)
+}
+
+// Bounds of WithMaxAnswerBytes.
+const (
+	// DefaultMaxAnswerBytes is the default bound on the bytes of one
+	// upstream answer's frames.
+	DefaultMaxAnswerBytes = 64 << 20
+	// MinAnswerBytes is the least bound WithMaxAnswerBytes takes.
+	MinAnswerBytes = 1 << 10
+)
+
+// WithMaxAnswerBytes bounds the bytes of the frames one upstream answer
+// writes for a request (≥ MinAnswerBytes, default DefaultMaxAnswerBytes):
+// each frame's body as its JSON is stored (a text delta's escaped
+// string, a result, an error's message…) and the metadata it carries. The
+// frame that would pass the bound is not written: the upstream's answer
+// is read no further, its call cancelled, and the request ends with
+// upstream_protocol_error, not retryable (ErrAnswerTooLarge), the frames
+// before it kept. One answer cannot fill the responses stream
+// (E2A_RESPONSES, DiscardOld) and so evict every other request's frames.
+func WithMaxAnswerBytes(n int64) Option {
+	return option.Check(ErrInvalidOption, n >= MinAnswerBytes, func(c *config) { c.maxAnswer = n },
+		"max answer bytes %d must be ≥ %d", n, MinAnswerBytes)
 }
 
 // WithMetrics registers the bridge's metrics (e2a_bridge_*) with r.
@@ -119,7 +143,7 @@ func New(pool string, up Upstream, opts ...Option) (*Handler, error) {
 
 // configOf is the configuration opts make of the defaults.
 func configOf(opts []Option) (config, error) {
-	c := config{maxInFlight: 64, retries: 3, base: 200 * time.Millisecond, cap: 10 * time.Second, log: slog.Default(), sleep: sleepctx.Sleep}
+	c := config{maxInFlight: 64, retries: 3, maxAnswer: DefaultMaxAnswerBytes, base: 200 * time.Millisecond, cap: 10 * time.Second, log: slog.Default(), sleep: sleepctx.Sleep}
 	return c, option.Apply(ErrInvalidOption, &c, opts)
 }
 
@@ -190,7 +214,11 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	defer h.m.inFlight.WithLabelValues(h.pool, name).Dec()
 
 	start := time.Now()
-	cw := &countingWriter{Writer: w, first: func() {
+	// The call's own context, cancelled when its answer passes the bound
+	// on its bytes: the upstream is read no further.
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	cw := &countingWriter{Writer: w, max: h.cfg.maxAnswer, cancel: cancel, first: func() {
 		h.m.ttft.WithLabelValues(h.pool, name).Observe(time.Since(start).Seconds())
 	}}
 	if s, ok := h.up.(Scrubber); ok {
@@ -199,7 +227,13 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	cw.final = func(result any) { h.m.countTokens(&h.models, h.pool, name, result, cw.scrub) }
 	var err error
 	for attempt := 0; ; attempt++ {
-		err = classify(ctx, h.up.Call(ctx, env, cw))
+		err = classify(ctx, h.up.Call(callCtx, env, cw))
+		if cw.over != nil {
+			// Whatever the upstream made of the refused write (or of its
+			// call cancelled), the request ends with the bound's error.
+			err = cw.over
+			break
+		}
 		if err == nil || cw.n > 0 || attempt >= h.cfg.retries || ctx.Err() != nil {
 			break
 		}
@@ -229,7 +263,7 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if errors.As(err, &be) {
 		be = h.scrubbed(be)
 		h.cfg.log.Warn("upstream call failed", "pool", h.pool, "upstream", name, "request_id", env.RequestID,
-			"code", be.Code, "retryable", be.Retryable, "frames_written", cw.n, "err", be.Message)
+			"code", be.Code, "retryable", be.Retryable, "frames_written", cw.n, "answer_bytes", cw.bytes, "err", be.Message)
 		return be.AgentError()
 	}
 	return err
@@ -309,6 +343,34 @@ type countingWriter struct {
 	// them counted. A call retried wrote no frame, so counted nothing.
 	final   func(result any)
 	counted bool
+	// max bounds bytes, those of the frames written (their bodies as
+	// stored, and the metadata each carries: meta, the encoded length of
+	// the metadata set); over is the error of the write that would pass
+	// it, returned by every write from then on, and cancel cancels the
+	// upstream's call with it.
+	max, bytes, meta int64
+	over             *Error
+	cancel           context.CancelCauseFunc
+}
+
+// admit counts a frame of body bytes (its metadata added) against the
+// bound, or refuses it (and every later one) when it would pass it.
+func (c *countingWriter) admit(body int64) error {
+	if c.over != nil {
+		return c.over
+	}
+	n := c.bytes + body + c.meta
+	if c.max > 0 && n > c.max {
+		c.over = &Error{Code: CodeProtocol, Err: ErrAnswerTooLarge, Message: fmt.Sprintf(
+			"upstream answer is larger than %d bytes (its frames as stored): stopped after %d frames of %d bytes",
+			c.max, c.n, c.bytes)}
+		if c.cancel != nil {
+			c.cancel(c.over)
+		}
+		return c.over
+	}
+	c.bytes = n
+	return nil
 }
 
 // Hold passes agent.Hold on to the runtime's writer.
@@ -339,7 +401,14 @@ func (c *countingWriter) SetMetadata(m map[string]any) error {
 			}
 		}
 	}
-	return c.Writer.SetMetadata(m)
+	if err := c.Writer.SetMetadata(m); err != nil {
+		return err
+	}
+	c.meta = 0
+	if len(m) > 0 {
+		c.meta = jsonLen(m)
+	}
+	return nil
 }
 
 func (c *countingWriter) wrote() {
@@ -350,11 +419,17 @@ func (c *countingWriter) wrote() {
 }
 
 func (c *countingWriter) Chunk(kind string, delta any) error {
+	if err := c.admit(int64(len(kind)) + jsonLen(delta)); err != nil {
+		return err
+	}
 	c.wrote()
 	return c.Writer.Chunk(kind, delta)
 }
 
 func (c *countingWriter) Complete(result any) error {
+	if err := c.admit(jsonLen(result)); err != nil {
+		return err
+	}
 	c.wrote()
 	c.completed(result)
 	if c.scrub != nil {
@@ -370,6 +445,9 @@ func (c *countingWriter) Complete(result any) error {
 }
 
 func (c *countingWriter) Fail(code, message string, retryable bool) error {
+	if err := c.admit(int64(len(code)) + jsonLen(message)); err != nil {
+		return err
+	}
 	c.wrote()
 	if c.scrub != nil {
 		message = c.scrub(message)
@@ -378,6 +456,9 @@ func (c *countingWriter) Fail(code, message string, retryable bool) error {
 }
 
 func (c *countingWriter) Write(kind, status string, body any, final bool) error {
+	if err := c.admit(jsonLen(body)); err != nil {
+		return err
+	}
 	c.wrote()
 	if kind == e2a.KindComplete && final {
 		c.completed(completeResult(body))
@@ -386,4 +467,52 @@ func (c *countingWriter) Write(kind, status string, body any, final bool) error 
 		body = scrubBody(body, c.scrub)
 	}
 	return c.Writer.Write(kind, status, body, final)
+}
+
+// jsonLen is about the length of v's JSON as the runtime stores it: a
+// string's escaped length, a raw message's own, anything else's encoding
+// counted (0 when it does not encode: the runtime refuses it).
+func jsonLen(v any) int64 {
+	switch b := v.(type) {
+	case nil:
+		return 4
+	case json.RawMessage:
+		return int64(len(b))
+	case []byte:
+		return int64((len(b)+2)/3*4 + 2) // base64
+	case string:
+		return jsonStringLen(b)
+	}
+	var n byteCounter
+	e := json.NewEncoder(&n)
+	if err := e.Encode(v); err != nil {
+		return 0
+	}
+	return int64(n) - 1 // the encoder's newline
+}
+
+// jsonStringLen is the length of s as a JSON string, quotes included,
+// escaped as encoding/json escapes (HTML characters too); a byte beyond
+// ASCII counts one.
+func jsonStringLen(s string) int64 {
+	n := int64(2)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+			n += 2
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 6
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// byteCounter is an io.Writer that counts what is written to it.
+type byteCounter int64
+
+func (n *byteCounter) Write(p []byte) (int, error) {
+	*n += byteCounter(len(p))
+	return len(p), nil
 }

@@ -25,6 +25,10 @@ var (
 	// ErrIdleTimeout is the cause of an upstream call whose answer sent
 	// nothing for the idle timeout (or whose headers did not come in it).
 	ErrIdleTimeout = errors.New("bridge: upstream idle timeout")
+	// ErrAnswerTooLarge is the cause of an upstream answer refused for
+	// its size: its frames passed WithMaxAnswerBytes (code
+	// upstream_protocol_error, not retryable).
+	ErrAnswerTooLarge = errors.New("bridge: upstream answer too large")
 	// ErrBadUpstreamURL reports an upstream URL that is not absolute http(s).
 	ErrBadUpstreamURL = errors.New("bridge: upstream URL must be an absolute http or https URL")
 )
@@ -47,7 +51,8 @@ const (
 	// CodeRejected: the upstream refused the request (another 4xx, 501 or
 	// 505: it will never serve it).
 	CodeRejected = "upstream_rejected"
-	// CodeProtocol: the upstream's answer is not its protocol (garbage).
+	// CodeProtocol: the upstream's answer is not its protocol (garbage),
+	// or is larger than the bridge takes (WithMaxAnswerBytes).
 	CodeProtocol = "upstream_protocol_error"
 	// CodeFailed: the upstream reported the task failed, in its protocol.
 	CodeFailed = "upstream_failed"

@@ -136,6 +136,7 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	// the pool's card published; a refused one names its variables.
 	opts := []bridge.Option{namedOption("E2A_UPSTREAM_MAX_IN_FLIGHT", bridge.WithMaxInFlight(u.MaxInFlight)),
 		namedOption("E2A_UPSTREAM_RETRIES, E2A_UPSTREAM_RETRY_BASE, E2A_UPSTREAM_RETRY_MAX", bridge.WithRetry(u.Retries, u.RetryBase, u.RetryMax)),
+		namedOption("E2A_UPSTREAM_MAX_ANSWER_BYTES", bridge.WithMaxAnswerBytes(u.MaxAnswerBytes)),
 		bridge.WithMetrics(reg), bridge.WithLogger(log)}
 	if err := bridge.CheckOptions(opts...); err != nil {
 		return nil, err

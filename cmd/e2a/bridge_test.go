@@ -176,7 +176,7 @@ func TestAgentBridgeHTTP(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "the http upstream") || !strings.Contains(errOut, "upstream_unreachable") {
 		t.Errorf("--http %s: exit %d, want 1 naming upstream_unreachable: %s", dead, code, errOut)
 	}
-	// The example answers a GET (the start's check) with 501: it is there.
+	// The example answers a GET (the start's check): it is there.
 	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"},
 		"agent", "--pool", "py", "--http", "http://127.0.0.1:"+strconv.Itoa(port)+"/")
 	waitLine(t, agentErr, regexp.MustCompile(`agent pool running`))
@@ -189,6 +189,22 @@ func TestAgentBridgeHTTP(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"Python `) || !strings.Contains(string(b), `"words":2`) {
 		t.Errorf("answer %d: %s", resp.StatusCode, b)
+	}
+	// E2A_UPSTREAM_MAX_ANSWER_BYTES reaches the bridge: an answer of more
+	// (the example's words of a 3,000-byte text) ends not retryable.
+	_, smallErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_MAX_ANSWER_BYTES=1024"},
+		"agent", "--pool", "pysmall", "--http", "http://127.0.0.1:"+strconv.Itoa(port)+"/")
+	waitLine(t, smallErr, regexp.MustCompile(`agent pool running`))
+	waitPoolLive(t, base, "pysmall")
+	resp, err = http.Post(base+"/pools/pysmall/v1/requests?wait=true", "application/json",
+		strings.NewReader(`{"params":{"text":"`+strings.Repeat("word ", 600)+`"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"upstream_protocol_error"`) || strings.Contains(string(b), `"words":600`) {
+		t.Errorf("an answer over E2A_UPSTREAM_MAX_ANSWER_BYTES=1024: %d %s; want upstream_protocol_error", resp.StatusCode, b)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/archive"
+	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/redact"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -210,6 +211,9 @@ func LoadConfig() (Config, error) {
 	}
 	if err := c.checkArchive(); err != nil {
 		return c, err
+	}
+	if err := bridge.CheckOptions(bridge.WithMaxAnswerBytes(c.Upstream.MaxAnswerBytes)); err != nil {
+		return c, fmt.Errorf("config: E2A_UPSTREAM_MAX_ANSWER_BYTES: %w", err)
 	}
 	if err := c.checkLimits(); err != nil {
 		return c, err
@@ -451,6 +455,12 @@ type UpstreamConfig struct {
 	IdleTimeout    time.Duration `envconfig:"E2A_UPSTREAM_IDLE_TIMEOUT" default:"60s"`
 	// MaxInFlight bounds the upstream calls in flight per process.
 	MaxInFlight int `envconfig:"E2A_UPSTREAM_MAX_IN_FLIGHT" default:"64"`
+	// MaxAnswerBytes bounds the bytes of the frames one upstream answer
+	// writes (bridge.WithMaxAnswerBytes, ≥ 1024): past it the request ends
+	// upstream_protocol_error and the upstream is read no further, so one
+	// answer cannot fill E2A_RESPONSES and evict every other request's
+	// frames.
+	MaxAnswerBytes int64 `envconfig:"E2A_UPSTREAM_MAX_ANSWER_BYTES" default:"67108864"`
 	// Retries before the first frame (backoff from RetryBase, at most
 	// RetryMax, full jitter, Retry-After honoured).
 	Retries   int           `envconfig:"E2A_UPSTREAM_RETRIES" default:"3"`
@@ -464,6 +474,11 @@ type UpstreamConfig struct {
 	// that the pool's card follows it (skills added, a new version); 0
 	// reads it at start only.
 	CardRefresh time.Duration `envconfig:"E2A_UPSTREAM_CARD_REFRESH" default:"5m"`
+	// AllowedHosts are the hosts besides the configured URL's on which an
+	// A2A upstream's card may name the interface the bridge calls, with
+	// the credentials (comma-separated hostnames, any port, or host:port;
+	// a2abridge.WithAllowedHosts): an interface elsewhere is not used.
+	AllowedHosts string `envconfig:"E2A_UPSTREAM_ALLOWED_HOSTS"`
 	// InputModes are the media types (comma-separated) the A2A doors take
 	// in a file part to the pool, listed on its card (set by
 	// --input-modes); empty: an A2A upstream's own card's, else the

@@ -148,9 +148,15 @@ var helps = map[string]commandHelp{
   E2A_UPSTREAM_CONNECT_TIMEOUT (5s), E2A_UPSTREAM_IDLE_TIMEOUT (60s), E2A_UPSTREAM_MAX_IN_FLIGHT (64),
   E2A_UPSTREAM_RETRIES (3), E2A_UPSTREAM_RETRY_BASE (200ms), E2A_UPSTREAM_RETRY_MAX (10s)
                             timeouts, bound and retries (retried only before the first frame)
+  E2A_UPSTREAM_MAX_ANSWER_BYTES
+                            bound on the bytes of one upstream answer's frames (default 67108864 = 64 MiB,
+                            at least 1024); past it the request ends upstream_protocol_error
   E2A_UPSTREAM_NAME, E2A_UPSTREAM_DESCRIPTION
                             the pool's name and description in its agent card
   E2A_UPSTREAM_CARD_REFRESH how often an A2A upstream's card is read again (default 5m; 0 = at start only)
+  E2A_UPSTREAM_ALLOWED_HOSTS
+                            hosts (comma-separated, host or host:port) besides the URL's own where an A2A
+                            upstream's card may put the interface called with the credentials (default: none)
   E2A_UPSTREAM_INPUT_MODES  media types an A2A file part to the pool may have, as --input-modes gives them
                             (the flag wins; default: an A2A upstream's own card's, else text/plain,application/json)
   E2A_UPSTREAM_PARAMS       with --openai: a JSON object of request members sent with every call

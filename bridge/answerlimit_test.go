@@ -1,0 +1,137 @@
+package bridge_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/httpagent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// flood is an HTTP agent answering NDJSON: up to n text chunks of size
+// bytes each, then its final frame; it reports on sent how many chunks it
+// wrote before it ended or the bridge went away.
+func flood(t *testing.T, n, size int, sent chan<- int) string {
+	t.Helper()
+	line := []byte(`{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"` + strings.Repeat("a", size) + `"}}` + "\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		fl := w.(http.Flusher)
+		i := 0
+		defer func() { sent <- i }()
+		for ; i < n; i++ {
+			if r.Context().Err() != nil {
+				return
+			}
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+			fl.Flush()
+		}
+		_, _ = w.Write([]byte(`{"response_kind":"e2a.complete","status":"succeeded","is_final":true,"body":{"result":"done"}}` + "\n"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// servePool serves pool on p with the HTTP agent at url, the answer
+// bounded to max bytes, logging into log.
+func servePool(t *testing.T, p *pipetest.Pipeline, pool, url string, max int64, log *testkit.Buffer) {
+	t.Helper()
+	logger := slog.New(slog.NewJSONHandler(log, nil))
+	c, err := bridge.NewClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := httpagent.New(c, httpagent.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bridge.New(pool, up, bridge.WithLogger(logger), bridge.WithMaxAnswerBytes(max))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Pool(pool, h)
+}
+
+// TestAnswerBytesBound: an upstream answer whose frames exceed the
+// bridge's bound on one answer's bytes (WithMaxAnswerBytes) ends the
+// request with upstream_protocol_error, not retryable: the frames before
+// the one that would pass it stored, nothing after; the upstream's answer
+// is no longer read (its connection closed: it stops long before its
+// end), and the refusal is logged with the request id. An answer under
+// the bound is unchanged.
+func TestAnswerBytesBound(t *testing.T) {
+	const size, max = 1000, 8 << 10
+	p := pipetest.Start(t)
+	var log testkit.Buffer
+
+	sent := make(chan int, 1)
+	servePool(t, p, "big", flood(t, 50_000, size, sent), max, &log)
+	a := p.Ask(t, "big", `{"request_id":"big-1","params":{"text":"hi"}}`)
+	code, retryable := a.ErrorCode()
+	if code != bridge.CodeProtocol || retryable {
+		t.Fatalf("final frame %s %s, want e2a.error %s, not retryable", a.Final().ResponseKind, a.Final().Body, bridge.CodeProtocol)
+	}
+	if b, _ := a.Final().Error(); !strings.Contains(b.Message, fmt.Sprint(max)) {
+		t.Errorf("error message %q does not name the bound", b.Message)
+	}
+	chunks := a.Frames[:len(a.Frames)-1]
+	for i, f := range chunks {
+		if f.ResponseKind != e2a.KindChunk {
+			t.Fatalf("frame %d before the error: %s", i, f.ResponseKind)
+		}
+	}
+	text := a.Text(e2a.DeltaText)
+	if len(chunks) == 0 || len(text) != len(chunks)*size || len(text) > max {
+		t.Fatalf("%d chunks stored, %d bytes of text: want the chunks that fit in %d bytes", len(chunks), len(text), max)
+	}
+	if len(chunks) < max/size-2 {
+		t.Errorf("%d chunks stored, want those that fit (about %d)", len(chunks), max/size)
+	}
+	select {
+	case n := <-sent:
+		t.Logf("%d chunks stored (%d bytes of text); the upstream wrote %d", len(chunks), len(text), n)
+		// The agent writes into its connection's buffers before it
+		// notices the bridge hung up: some thousand frames at most, not
+		// its 50 MB.
+		if n >= 25_000 {
+			t.Errorf("the upstream wrote %d frames: its answer was read on past the bound", n)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream's answer is still being read 20 s after the request ended")
+	}
+	if s := log.String(); !strings.Contains(s, `"request_id":"big-1"`) || !strings.Contains(s, bridge.CodeProtocol) {
+		t.Errorf("the refusal is not logged with the request id: %s", s)
+	}
+
+	small := make(chan int, 1)
+	servePool(t, p, "small", flood(t, 5, size, small), max, &log)
+	a = p.Ask(t, "small", `{"request_id":"small-1","params":{"text":"hi"}}`)
+	if f := a.Final(); f == nil || f.ResponseKind != e2a.KindComplete || len(a.Frames) != 6 || len(a.Text(e2a.DeltaText)) != 5*size {
+		t.Fatalf("an answer under the bound: %d frames, final %v", len(a.Frames), a.Final())
+	}
+	<-small
+}
+
+// TestMaxAnswerBytesOption: a bound under 1 KiB is refused with
+// ErrInvalidOption.
+func TestMaxAnswerBytesOption(t *testing.T) {
+	for _, n := range []int64{-1, 0, 1023} {
+		if err := bridge.CheckOptions(bridge.WithMaxAnswerBytes(n)); !errors.Is(err, bridge.ErrInvalidOption) {
+			t.Errorf("%d: %v", n, err)
+		}
+	}
+	if err := bridge.CheckOptions(bridge.WithMaxAnswerBytes(1 << 10)); err != nil {
+		t.Errorf("1 KiB: %v", err)
+	}
+}
