@@ -189,12 +189,7 @@ func askThrough(t *testing.T, p *pipetest.Pipeline, pool string, u *a2abridge.Up
 // "Authorization: Bearer <key>" to whatever host the card named.
 func TestCardOrigin(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	other := otherHost(t)
-	evil := startKeyedAgent(t, other)
-	good := startKeyedAgent(t, "127.0.0.1")
-	p := pipetest.Start(t)
+	ctx, other, evil, good, p := twoHosts(t)
 
 	t.Run("refused", func(t *testing.T) {
 		c := serveCard(t, false, cardOf(evil.rpc+"/evil"))
@@ -284,12 +279,7 @@ func TestCardOrigin(t *testing.T) {
 // uses, with a warning; the next call goes where the calls went.
 func TestCardRefreshOrigin(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	other := otherHost(t)
-	evil := startKeyedAgent(t, other)
-	good := startKeyedAgent(t, "127.0.0.1")
-	p := pipetest.Start(t)
+	ctx, other, evil, good, p := twoHosts(t)
 	c := serveCard(t, false, cardOf(good.rpc))
 	var log logBuffer
 	u, err := newOriginUpstream(ctx, t, c, &log)
@@ -352,4 +342,15 @@ func TestCardTooLarge(t *testing.T) {
 	if _, err := a2abridge.New(ctx, client); err == nil || !strings.Contains(err.Error(), "1 MiB") {
 		t.Errorf("a chunked 2 MiB card: %v", err)
 	}
+}
+
+// twoHosts starts an agent keeping the keys it is sent on another loopback
+// host (evil, on other) and one on 127.0.0.1 (good), and a pipeline; ctx
+// ends with the test, within a minute.
+func twoHosts(t *testing.T) (ctx context.Context, other string, evil, good *keyedAgent, p *pipetest.Pipeline) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	other = otherHost(t)
+	return ctx, other, startKeyedAgent(t, other), startKeyedAgent(t, "127.0.0.1"), pipetest.Start(t)
 }
