@@ -1,7 +1,6 @@
 package a2abridge_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // originKey is the API key the bridge holds in these tests.
@@ -124,28 +124,9 @@ func cardOf(urls ...string) *a2a.AgentCard {
 	return card
 }
 
-// logBuffer is a logger writing text lines to a buffer, safe for
-// concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // newOriginUpstream is the A2A upstream of the card at c, with the API
 // key, logging to log.
-func newOriginUpstream(ctx context.Context, t *testing.T, c *cardAt, log *logBuffer, opts ...a2abridge.Option) (*a2abridge.Upstream, error) {
+func newOriginUpstream(ctx context.Context, t *testing.T, c *cardAt, log *testkit.Buffer, opts ...a2abridge.Option) (*a2abridge.Upstream, error) {
 	t.Helper()
 	copts := []bridge.ClientOption{bridge.WithCredentials(bridge.Credentials{APIKey: originKey}), bridge.WithConnectTimeout(2 * time.Second)}
 	if strings.HasPrefix(c.srv.URL, "https:") {
@@ -193,7 +174,7 @@ func TestCardOrigin(t *testing.T) {
 
 	t.Run("refused", func(t *testing.T) {
 		c := serveCard(t, false, cardOf(evil.rpc+"/evil"))
-		var log logBuffer
+		var log testkit.Buffer
 		_, err := newOriginUpstream(ctx, t, c, &log)
 		if err == nil {
 			t.Fatal("a card naming only another host was taken")
@@ -211,7 +192,7 @@ func TestCardOrigin(t *testing.T) {
 
 	t.Run("same-host-used", func(t *testing.T) {
 		c := serveCard(t, false, cardOf(evil.rpc, good.rpc))
-		var log logBuffer
+		var log testkit.Buffer
 		u, err := newOriginUpstream(ctx, t, c, &log)
 		if err != nil {
 			t.Fatal(err)
@@ -234,7 +215,7 @@ func TestCardOrigin(t *testing.T) {
 		_, port, _ := net.SplitHostPort(evil.addr)
 		for i, allow := range []string{other, " 127.0.0.9, " + other + ":" + port} {
 			c := serveCard(t, false, cardOf(evil.rpc))
-			var log logBuffer
+			var log testkit.Buffer
 			u, err := newOriginUpstream(ctx, t, c, &log, a2abridge.WithAllowedHosts(allow))
 			if err != nil {
 				t.Fatalf("allowed %q: %v", allow, err)
@@ -245,7 +226,7 @@ func TestCardOrigin(t *testing.T) {
 			t.Errorf("the allowed host got %q", got)
 		}
 		c := serveCard(t, false, cardOf(evil.rpc))
-		if _, err := newOriginUpstream(ctx, t, c, &logBuffer{}, a2abridge.WithAllowedHosts(other+":1")); err == nil {
+		if _, err := newOriginUpstream(ctx, t, c, &testkit.Buffer{}, a2abridge.WithAllowedHosts(other+":1")); err == nil {
 			t.Error("an interface on another port of an allowed host:port was taken")
 		}
 	})
@@ -254,7 +235,7 @@ func TestCardOrigin(t *testing.T) {
 		before := len(good.calls())
 		for _, allow := range []string{"", "127.0.0.1"} {
 			c := serveCard(t, true, cardOf(good.rpc))
-			_, err := newOriginUpstream(ctx, t, c, &logBuffer{}, a2abridge.WithAllowedHosts(allow))
+			_, err := newOriginUpstream(ctx, t, c, &testkit.Buffer{}, a2abridge.WithAllowedHosts(allow))
 			if err == nil || !strings.Contains(err.Error(), "https") {
 				t.Errorf("allowed %q: an https upstream's http interface: %v", allow, err)
 			}
@@ -281,7 +262,7 @@ func TestCardRefreshOrigin(t *testing.T) {
 	t.Parallel()
 	ctx, other, evil, good, p := twoHosts(t)
 	c := serveCard(t, false, cardOf(good.rpc))
-	var log logBuffer
+	var log testkit.Buffer
 	u, err := newOriginUpstream(ctx, t, c, &log)
 	if err != nil {
 		t.Fatal(err)
@@ -317,11 +298,11 @@ func TestCardTooLarge(t *testing.T) {
 	big := cardOf(good.rpc)
 	big.Description = strings.Repeat("x", 2<<20)
 	c := serveCard(t, false, big)
-	if _, err := newOriginUpstream(ctx, t, c, &logBuffer{}); err == nil || !strings.Contains(err.Error(), "1 MiB") {
+	if _, err := newOriginUpstream(ctx, t, c, &testkit.Buffer{}); err == nil || !strings.Contains(err.Error(), "1 MiB") {
 		t.Errorf("a 2 MiB card: %v", err)
 	}
 	c.set(t, cardOf(good.rpc))
-	u, err := newOriginUpstream(ctx, t, c, &logBuffer{})
+	u, err := newOriginUpstream(ctx, t, c, &testkit.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
