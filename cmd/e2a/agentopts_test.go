@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
@@ -107,5 +109,53 @@ func TestAgentDeadline(t *testing.T) {
 	}
 	if b := ask(`{"text":"quick","frames":1}`); strings.Contains(b, e2a.ErrCodeDeadlineExceeded) || !strings.Contains(b, "succeeded") {
 		t.Errorf("a quick answer under a 2 s deadline: %s; want it succeeded", b)
+	}
+}
+
+// TestAgentDrainTimeout: E2A_AGENT_DRAIN_TIMEOUT bounds how long a stopping
+// `e2a agent` (SIGTERM: its context ends) lets its in-flight requests run
+// before it hands them back to the pool. It was the runtime's 25 s, which
+// no setting changed: a rolling update cut longer answers whatever the
+// pods' grace period. A demo answer of 20 s is in flight when the worker
+// is stopped under a 300 ms drain: the worker ends within seconds, and the
+// request, handed back, is finished by the next worker of the pool.
+func TestAgentDrainTimeout(t *testing.T) {
+	emb, nc := natstest.RunServer(t)
+	p := pipetest.Start(t, pipetest.WithConn(nc))
+	cfg := configWith(t, "E2A_NATS_URL="+emb.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error",
+		"E2A_AGENT_DRAIN_TIMEOUT=300ms", "E2A_AGENT_ACK_WAIT=1s")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runAgent(ctx, cfg, []string{"--pool", "demo"}) }()
+
+	resp, body := testkit.Do(t, "POST", p.URL+"/pools/demo/v1/requests",
+		`{"request_id":"drain-1","params":{"text":"slow","frames":20,"delay_ms":400}}`)
+	if resp.StatusCode != 202 {
+		t.Fatalf("submit: %d %s", resp.StatusCode, body)
+	}
+	testkit.Eventually(t, 20*time.Second, "the answer's first frame stored", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := p.JS.Stream(ctx, streams.ResponsesStream)
+		return err == nil && st.CachedInfo().State.Msgs > 0
+	})
+	stopped := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("e2a agent stopped with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("e2a agent still running 10 s after its stop under E2A_AGENT_DRAIN_TIMEOUT=300ms")
+	}
+	t.Logf("stopped %v after the stop began", time.Since(stopped).Round(time.Millisecond))
+
+	// Handed back, not lost: another worker of the pool finishes it.
+	defer p.Pool("demo", demo.New(), agent.WithAckWait(time.Second))()
+	resp, body = testkit.Do(t, "GET", p.URL+"/v1/requests/drain-1?wait=true", "")
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "succeeded") {
+		t.Fatalf("the handed-back request: %d %s; want it finished by the next worker", resp.StatusCode, body)
 	}
 }

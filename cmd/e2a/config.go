@@ -163,6 +163,13 @@ type Config struct {
 	// deadline_exceeded, its handler (a bridge's upstream call) cancelled.
 	// 0: none.
 	AgentDeadline time.Duration `envconfig:"E2A_AGENT_DEADLINE"`
+	// AgentDrainTimeout is how long a stopping worker (SIGTERM) lets its
+	// in-flight requests run before it hands the rest back to the pool
+	// (agent.WithDrainTimeout): another worker then takes them over (an
+	// A2A upstream's task is resubscribed to; an HTTP or OpenAI-compatible
+	// upstream's answer that had started ends agent_interrupted,
+	// retryable). 0 hands them back at once.
+	AgentDrainTimeout time.Duration `envconfig:"E2A_AGENT_DRAIN_TIMEOUT" default:"25s"`
 
 	// Upstream configures the bridge of `e2a agent --pool P --a2a|--openai|
 	// --http URL` (E2A_UPSTREAM_*; the flags win over the variables).
@@ -205,6 +212,9 @@ func LoadConfig() (Config, error) {
 	}
 	if c.AgentDeadline < 0 {
 		return c, fmt.Errorf("config: E2A_AGENT_DEADLINE (%s) must be 0 (none) or a positive duration", c.AgentDeadline)
+	}
+	if c.AgentDrainTimeout < 0 {
+		return c, fmt.Errorf("config: E2A_AGENT_DRAIN_TIMEOUT (%s) must be 0 (hand in-flight requests back at once) or a positive duration", c.AgentDrainTimeout)
 	}
 	if c.AgentAckWait != 0 && c.AgentAckWait < time.Second {
 		return c, fmt.Errorf("config: E2A_AGENT_ACK_WAIT (%s) must be 0 (the agent runtime's default) or at least 1s", c.AgentAckWait)
@@ -395,10 +405,11 @@ func (c Config) checkArchive() error {
 }
 
 // agentOptions are the options every agent pool of this process runs
-// with: E2A_AGENT_ACK_WAIT and E2A_AGENT_DEADLINE when set (`e2a agent`
-// applies its own flag and the deadline itself).
+// with: E2A_AGENT_DRAIN_TIMEOUT, and E2A_AGENT_ACK_WAIT and
+// E2A_AGENT_DEADLINE when set (`e2a agent` applies its own flag and the
+// deadline itself).
 func (c Config) agentOptions() []agent.Option {
-	var opts []agent.Option
+	opts := []agent.Option{agent.WithDrainTimeout(c.AgentDrainTimeout)}
 	if c.AgentAckWait != 0 {
 		opts = append(opts, agent.WithAckWait(c.AgentAckWait))
 	}

@@ -123,7 +123,7 @@ Try:
 Ctrl-C stops.
 `, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, storeLine(cfg), openNATSLine(cfg, credential), poolsLine(pools), archiveLine(cfg), base, credential)
 	log.Info("serving", "addr", ln.Addr().String(), "nats", natsURL) // as e2a serve logs it, for tools that read the log
-	return serveUntil(ctx, srv, ln, log, agentDone, agents)
+	return serveUntil(ctx, srv, ln, log, agentDone, agents, cfg.AgentDrainTimeout)
 }
 
 // startDevStages starts dev's background stages, each sending its end on
@@ -601,11 +601,11 @@ func newConsole(ctx context.Context, cfg Config, nc *nats.Conn, eg *egress.Servi
 // serveUntil serves srv on ln until ctx ends, the server fails or one of
 // the agents sending on agentDone (agents of them) returns. Then it shuts
 // the server down and waits for every agent to end: they drain their
-// requests for agent.DefaultDrainTimeout and hand the rest back, so it
-// waits that long and a little more (an agent still running then is an
+// requests for drain (E2A_AGENT_DRAIN_TIMEOUT) and hand the rest back, so
+// it waits that long and a little more (an agent still running then is an
 // error, a non-zero exit). Before, it waited 10 s and for the first agent
 // only: a request still running was neither finished nor handed back.
-func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger, agentDone <-chan error, agents int) error {
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger, agentDone <-chan error, agents int, drain time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -624,13 +624,13 @@ func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slo
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
-	limit := time.NewTimer(agent.DefaultDrainTimeout + 5*time.Second)
+	limit := time.NewTimer(drain + 5*time.Second)
 	defer limit.Stop()
 	for ; agents > 0; agents-- {
 		select {
 		case <-agentDone:
 		case <-limit.C:
-			return fmt.Errorf("%d agent pool(s) still running %v after the shutdown began", agents, agent.DefaultDrainTimeout+5*time.Second)
+			return fmt.Errorf("%d agent pool(s) still running %v after the shutdown began", agents, drain+5*time.Second)
 		}
 	}
 	return nil

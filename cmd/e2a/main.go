@@ -140,6 +140,8 @@ var helps = map[string]commandHelp{
   E2A_AGENT_ACK_WAIT        how long a request may go without this worker's heartbeat before another takes
                             it over (default 4s, as --ack-wait; the same for every worker of a pool)
   E2A_AGENT_WORKER_ID       this worker's id in its logs and its frames' provenance (default: random)
+  E2A_AGENT_DRAIN_TIMEOUT   how long a stopping worker (SIGTERM) lets its requests run before it hands the
+                            rest back to the pool (default 25s; 0 = at once)
 ` + memoryLimitEnv + `  E2A_WORKFLOW_*            the workflow pool's policy, vault and cache (workflow/doc.go)
   E2A_UPSTREAM_KIND, E2A_UPSTREAM_URL, E2A_UPSTREAM_MODEL, E2A_UPSTREAM_SYSTEM
                             the upstream, as the flags give it (the flags win)

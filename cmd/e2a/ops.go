@@ -302,5 +302,5 @@ func serveOps(ctx context.Context, cfg Config, mux http.Handler, reg *prometheus
 	done := make(chan error, 1)
 	go func() { done <- run() }()
 	log.Info(msg, append(args, "ops", ln.Addr().String())...)
-	return serveUntil(ctx, srv, ln, log, done, 1)
+	return serveUntil(ctx, srv, ln, log, done, 1, cfg.AgentDrainTimeout)
 }

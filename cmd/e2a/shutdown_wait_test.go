@@ -60,18 +60,26 @@ func TestShutdownWaitAnswerAccepted(t *testing.T) {
 	}
 }
 
-func shutdownAccepted(t *testing.T, path, reqBody string, ok func(status int, body string) bool) {
-	srv, nc := natstest.RunServer(t)
-	port := natstest.FreePorts(t, 1)[0]
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	t.Setenv("E2A_NATS_URL", srv.ClientURL())
-	t.Setenv("E2A_HTTP_ADDR", addr)
-	t.Setenv("E2A_PUSH", "off")
-	t.Setenv("E2A_LOG_LEVEL", "error")
+// configWith is LoadConfig with the variables kv ("NAME=value") set for
+// the test.
+func configWith(t *testing.T, kv ...string) Config {
+	t.Helper()
+	for _, v := range kv {
+		name, val, _ := strings.Cut(v, "=")
+		t.Setenv(name, val)
+	}
 	cfg, err := LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+func shutdownAccepted(t *testing.T, path, reqBody string, ok func(status int, body string) bool) {
+	srv, nc := natstest.RunServer(t)
+	port := natstest.FreePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cfg := configWith(t, "E2A_NATS_URL="+srv.ClientURL(), "E2A_HTTP_ADDR="+addr, "E2A_PUSH=off", "E2A_LOG_LEVEL=error")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -71,7 +71,7 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 		stages = 1
 	}
 	log.Info("serving", "addr", ln.Addr().String())
-	return serveUntil(ctx, srv, ln, log, pushDone, stages)
+	return serveUntil(ctx, srv, ln, log, pushDone, stages, agent.DefaultDrainTimeout)
 }
 
 // checkPoolFlag refuses a --pool no subject can hold as a bad argument
@@ -151,7 +151,7 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		// (the runtime keeping it alive) while another worker idles.
 		conc = up.MaxInFlight
 	}
-	runOpts := []agent.Option{agent.WithConcurrency(conc), agent.WithWorkerID(workerID)}
+	runOpts := []agent.Option{agent.WithConcurrency(conc), agent.WithWorkerID(workerID), agent.WithDrainTimeout(cfg.AgentDrainTimeout)}
 	if *ackWait != 0 {
 		runOpts = append(runOpts, agent.WithAckWait(*ackWait))
 	}
