@@ -1405,8 +1405,10 @@ func (s *Service) owned(w http.ResponseWriter, r *http.Request, p tenant.Princip
 	found, owner := msg != nil, ownerOf(msg)
 	if err == nil && found && !p.Allows(tenant.Read, owner) {
 		// The same work as for an unknown id (whose absence the stream's
-		// leader confirms, then the History is asked): neither the answer
-		// nor the timing tells another's request from none.
+		// leader confirms, then the History is asked): the answer does not
+		// tell another's request from none; the timing does, by the fetch
+		// and decoding of its envelope (docs/security.md), no more than a
+		// request naming the id (409 conflict) tells.
 		if _, err = confirmRequest(r.Context(), s.mux, s.streamNames().requests, id); err == nil && s.historyFor(id) {
 			if _, herr := s.fromHistory(r.Context(), id, p.ID); herr != nil && !errors.Is(herr, ErrNotFound) {
 				err = herr

@@ -605,8 +605,9 @@ func mustResponse(id string) string {
 // mayRead applies the ownership rule to one request: its owner is the
 // user_id of its stored envelope. Another principal's request costs the
 // reads of an unknown one, whose absence the stream's leader confirms (as
-// egress's own check does): neither the answer nor its timing tells it
-// exists. err is a read that failed.
+// egress's own check does): the answer does not tell it exists; the timing
+// does, by the envelope's fetch and decoding (docs/security.md). err is a
+// read that failed.
 func (c *Console) mayRead(ctx context.Context, id string) (bool, error) {
 	p := principalFrom(ctx)
 	if p.SeesAll() {
