@@ -286,6 +286,13 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/console/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "not_found", "no such console API")
 	})
+	// So does any other path under the console (a page that is not
+	// there), with the console's headers: it fell through to ingress's
+	// catch-all, which sets none of them.
+	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		securityHeaders(w.Header())
+		http.Error(w, "no such console page", http.StatusNotFound)
+	})
 }
 
 // List answers a list query (what GET /console/api/requests serves).

@@ -124,6 +124,21 @@ func TestConsoleStreamErrorHasConsoleHeaders(t *testing.T) {
 	}
 }
 
+// TestConsoleUnknownPageHasConsoleHeaders: a path under /console that names
+// no page is 404 with the console's headers; it fell through to ingress's
+// catch-all, which sets none of them (the console walk of 2026-12-03).
+func TestConsoleUnknownPageHasConsoleHeaders(t *testing.T) {
+	p := startPipeline(t, pipelineOptions{auth: true, noAgent: true})
+	for _, path := range []string{"/console/foo", "/console/index.html", "/console/a/b"} {
+		resp, b := p.do(t, "GET", path, "", "X-Api-Key", keyAlice)
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("X-Content-Type-Options") != "nosniff" ||
+			resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("Cache-Control") != "no-store" ||
+			!strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+			t.Errorf("GET %s: %d %v %s, want 404 with the console's headers", path, resp.StatusCode, resp.Header, b)
+		}
+	}
+}
+
 // TestConsoleUnknownAPIPathIsConsoleJSON: a path under /console/api that
 // names no API (a typo, a path of another version of the page) is 404 in
 // the console's JSON error shape with the console's headers (nosniff,
