@@ -22,13 +22,10 @@ func TestNullPartIsInvalidParams(t *testing.T) {
 		}
 	}
 	for _, route := range []string{"/message:send", "/message:stream"} {
-		// message:stream answers a refusal of the handler as the SDK does,
-		// in the stream it opens (bindings.stream).
+		// message:stream answers a refusal before its stream opens as
+		// message:send does (bindings.stream).
 		status, _, body := rawCall(t, "POST", p.URL+a2av1.Path+route, msg, map[string]string{"A2A-Version": "1.0"})
 		want := http.StatusBadRequest
-		if route == "/message:stream" {
-			want = http.StatusOK
-		}
 		if status != want || !strings.Contains(body, `"INVALID_PARAMS"`) {
 			t.Errorf("HTTP+JSON %s: answered %d %.300s; want %d with an INVALID_PARAMS error", route, status, body, want)
 		}
@@ -36,15 +33,15 @@ func TestNullPartIsInvalidParams(t *testing.T) {
 }
 
 // TestSubscribeEmptyIDPlain: SubscribeToTask with an empty id is
-// TaskNotFoundError as one plain JSON-RPC answer, as GetTask's and as an
-// unknown id's SubscribeToTask (bindings.refuseFinished). It opened a
-// stream whose one event was the error.
+// InvalidParams (the id is REQUIRED: TestEmptyTaskIDInvalidParams) as one
+// plain JSON-RPC answer, as GetTask's (bindings.refuseFinished). It opened
+// a stream whose one event was the error.
 func TestSubscribeEmptyIDPlain(t *testing.T) {
 	p := echoPipeline(t)
 	for _, params := range []string{`{"id":""}`, `{}`} {
 		_, code, body := rpcCall(t, p, "SubscribeToTask", params)
-		if code != -32001 || !strings.HasPrefix(body, "{") {
-			t.Errorf("SubscribeToTask %s: answered %.300s; want one JSON-RPC answer, error -32001", params, body)
+		if code != -32602 || !strings.HasPrefix(body, "{") {
+			t.Errorf("SubscribeToTask %s: answered %.300s; want one JSON-RPC answer, error -32602", params, body)
 		}
 	}
 }

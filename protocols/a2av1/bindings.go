@@ -124,6 +124,9 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		if checkRPC && head.Method != "" {
 			w = &paramsErrorWriter{passThrough: passThrough{w}, method: head.Method, params: head.Params}
 		}
+		if checkRPC && head.Method == methodDeletePushConfig {
+			w = &emptyResultWriter{passThrough: passThrough{w}}
+		}
 		switch {
 		case b.refuseFinished(w, r, head, !checkRPC):
 			// SubscribeToTask of a finished task: refused before a stream
@@ -349,12 +352,16 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 		}
 		return
 	}
-	if err != nil && (plainRefusal(err) || rest && errors.Is(sdkError(err), errTemporary)) {
+	if err != nil && (plainRefusal(err) || rest) {
 		// A pool's profile refused it: one plain error answer; and on
-		// HTTP+JSON a temporary failure (errUnavailable): 503 with
-		// Retry-After before a stream opens, not a 200 stream whose one
-		// event is the error, which proxies and retry policies take as
-		// an answer.
+		// HTTP+JSON every refusal before the stream opens (a message to
+		// a finished or unknown task, invalid params, a temporary failure
+		// with Retry-After): the HTTP error answer with §5.4's status, as
+		// message:send's (A2A v1.0 §11.6: the error code is mapped to the
+		// HTTP status code), not a 200 stream whose one event is the
+		// error, which proxies, retry policies and @a2a-js/sdk's REST
+		// client (an SSE event that is no StreamResponse) take as an
+		// answer. An error once events are sent ends the stream in it.
 		writePlain(w, err, id, rest)
 		return
 	}
@@ -547,25 +554,25 @@ func requestedVersion(r *http.Request) string {
 }
 
 // refuseFinished answers SubscribeToTask on a task in a terminal state
-// with UnsupportedOperationError (A2A v1.0 §3.1.6), and on one the caller
-// does not have with TaskNotFoundError, as a plain error answer,
+// with UnsupportedOperationError (A2A v1.0 §3.1.6), on one the caller
+// does not have with TaskNotFoundError, and one without the task's id with
+// InvalidParams (errTaskIDRequired), as a plain error answer,
 // as the specification's examples show it (the SDK's transports would
-// open the stream first and send the error as its one event), and reports
-// whether it did. A call that activates ReplayExtension, any other call,
-// and a task the caller has not or that is not finished are the
-// handler's to answer.
+// open the stream first and send the error as its one event; the SDK's
+// HTTP+JSON handler answered no id InvalidRequest), and reports
+// whether it did. A call that activates ReplayExtension (but for no id),
+// any other call, and a task the caller has not or that is not finished
+// are the handler's to answer.
 func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head rpcHead, rest bool) bool {
 	var id string
 	switch {
-	case ReplayRequested(r.Header):
-		return false
 	case rest:
 		p, ok := strings.CutSuffix(r.URL.Path, ":subscribe")
 		if !ok || (r.Method != http.MethodPost && r.Method != http.MethodGet) {
 			return false
 		}
 		id, ok = strings.CutPrefix(p, Path+"/tasks/")
-		if !ok || id == "" || strings.Contains(id, "/") {
+		if !ok || strings.Contains(id, "/") {
 			return false
 		}
 	case head.Method == methodSubscribeToTask && head.JSONRPC == "2.0":
@@ -577,10 +584,17 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 			writePlain(w, decodeError("params", err), head.ID, rest)
 			return true
 		}
-		// An empty id is no task of the caller's either: refused below
-		// (it opened a stream whose one event was the error).
 		id = string(req.ID)
 	default:
+		return false
+	}
+	if id == "" {
+		// No task's id: InvalidParams, as GetTask's (it opened a stream
+		// whose one event was the error).
+		writePlain(w, errTaskIDRequired, head.ID, rest)
+		return true
+	}
+	if ReplayRequested(r.Header) {
 		return false
 	}
 	if err := b.hd.subscribeRefusal(r.Context(), id); err != nil {

@@ -65,8 +65,10 @@
 // the same events and errors ([Error], restError),
 // through egress's Output: a burst of frames in one write, a plain text
 // chunk straight from the frame's bytes. What is refused before the
-// stream opens is still the SDK's answer (the refusal handed to the
-// handler's SendStreamingMessage on the call). Its conformance
+// stream opens is on JSON-RPC still the SDK's answer (the refusal handed
+// to the handler's SendStreamingMessage on the call), on HTTP+JSON the
+// plain HTTP error answer message:send would get (§11.6: the error code is
+// the HTTP status), not a 200 stream whose one event is the error. Its conformance
 // goldens are under testdata/a2av1_sse[_basic|_text_only|_rest]/, and
 // TestStreamMatchesSDK compares it with the SDK's transports over the
 // same frames.

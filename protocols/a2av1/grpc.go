@@ -121,6 +121,13 @@ func checkedDecoder(ctx context.Context, dec func(any) error) func(any) error {
 		if err := dec(m); err != nil {
 			return err
 		}
+		if r, ok := m.(*a2apb.SendMessageRequest); ok && r.GetMessage() != nil && r.GetMessage().GetRole() == a2apb.Role_ROLE_UNSPECIFIED {
+			// The SDK's conversion refuses it before the handler, with no
+			// ErrorInfo: refused as the other bindings refuse it (errRole).
+			return refusalStatus(codes.InvalidArgument, errRole.Error(), 0, &errdetails.ErrorInfo{
+				Reason: a2a.ErrorReason(a2a.ErrInvalidParams), Domain: a2a.ProtocolDomain,
+				Metadata: map[string]string{"timestamp": now().UTC().Format(time.RFC3339)}})
+		}
 		c, ok := callFrom(ctx)
 		if ok && c.invalid != nil && *c.invalid == nil {
 			*c.invalid = checkProto(m)

@@ -125,6 +125,12 @@ func normalizeSend(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.Se
 	if i := slices.Index(req.Message.Parts, nil); i >= 0 {
 		return nil, fmt.Errorf("%w: message.parts[%d] is null", a2a.ErrInvalidParams, i)
 	}
+	if r := req.Message.Role; r != a2a.MessageRoleUser && r != a2a.MessageRoleAgent {
+		// Named as v1.0 names them (a2a.proto's enum Role): the v0.3
+		// adapter's own check said "user" or "agent", which this
+		// interface refuses.
+		return nil, errRole
+	}
 	params, err := json.Marshal(a2av0.FromV1SendMessageRequest(req))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
@@ -137,6 +143,16 @@ func normalizeSend(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.Se
 	res.Envelope.Provenance.Details[normalizer.DetailA2AVersion] = normalizer.A2AVersion1
 	return res, nil
 }
+
+// errRole refuses a v1.0 message without a role, or with one that is not
+// A2A v1.0's (a v0.3 "user", ROLE_UNSPECIFIED).
+var errRole = fmt.Errorf("%w: message.role must be ROLE_USER or ROLE_AGENT", a2a.ErrInvalidParams)
+
+// errTaskIDRequired refuses GetTask, CancelTask and SubscribeToTask
+// without the task's id, a REQUIRED field of their requests (a2a.proto):
+// a validation error (A2A v1.0 §3.3.2), InvalidParams on every binding as
+// the gRPC binding's conversion answers it, not TaskNotFoundError.
+var errTaskIDRequired = fmt.Errorf("%w: id (the task's) is required", a2a.ErrInvalidParams)
 
 // submit normalizes and submits a SendMessage request, as message/send
 // or message/stream of v0.3, recorded on its task; stream: its events are
@@ -388,6 +404,9 @@ func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Ta
 	if err != nil {
 		return nil, err
 	}
+	if req.ID == "" {
+		return nil, errTaskIDRequired
+	}
 	if req.HistoryLength != nil && *req.HistoryLength < 0 {
 		return nil, fmt.Errorf("%w: historyLength must not be negative", a2a.ErrInvalidParams)
 	}
@@ -573,6 +592,9 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	if req.ID == "" {
+		return nil, errTaskIDRequired
+	}
 	t, err := c.c.Task(ctx, string(req.ID), tenant.Write)
 	if err != nil || len(t.RequestIDs) == 0 {
 		return nil, a2a.ErrTaskNotFound
@@ -611,6 +633,9 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	c, err := h.readCall(ctx, req.Tenant)
 	if err != nil {
 		return errSeq(err)
+	}
+	if req.ID == "" {
+		return errSeq(errTaskIDRequired)
 	}
 	t, err := c.c.Task(ctx, string(req.ID), tenant.Read)
 	if err != nil {
