@@ -70,8 +70,10 @@ type a2aSendParamsWire struct {
 //     metadata in _meta) when the message is more than one plain text part;
 //     params.files: file parts as E2AFileRef (uri, name, mime_type; inline
 //     bytes as a data: URI); params.data_parts: data parts kept as
-//     {"data", "metadata"}; params.reference_task_ids, params.extensions,
-//     params.role when "agent";
+//     {"data", "metadata"}; params.part_order, the order of the parts in
+//     those, when params.text, files and data_parts in that order are not
+//     the message as sent (a2aPartsToParams); params.reference_task_ids,
+//     params.extensions, params.role when "agent";
 //   - configuration: acceptedOutputModes → expected_output_modes,
 //     blocking → params.blocking, historyLength → params.history_length,
 //     pushNotificationConfig → params.push_notification_config with token
@@ -416,12 +418,34 @@ func decodeA2APart(raw any) (a2a.Part, string) {
 	return nil, "unknown part kind " + echo(kind)
 }
 
+// PartOrder is the params member that gives the order of an A2A
+// message's parts when the other members do not (a2aPartsToParams).
+const PartOrder = "part_order"
+
 // a2aPartsToParams maps A2A parts to E2A params (see FromA2A).
+//
+// The parts are in params in another shape than sent (text parts joined,
+// then files, then data parts), which the task's history rebuilds the
+// message from (a2amap's userMessage): params.text, params.files and
+// params.data_parts in that order. When that would not be the message as
+// sent (parts in another order, more than one text part, a text part with
+// metadata or an empty one, a file part with metadata or bytes without a
+// media type), params.part_order gives the order of its parts, one letter
+// a part: "t" the next text block of params.content_blocks (params.text
+// when there is none), "f" the next of params.files, "d" the next of
+// params.data_parts; every part's content and metadata is in those
+// members, redacted as they are. A message of one text part without
+// metadata, the common case, has none.
 func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 	params := map[string]any{}
 	var texts []string
 	var blocks, files, data []any
 	plain := true // the message is one text part without metadata
+	// asText: params.text, files and data_parts rebuild the message
+	// (the parts so far have been: one text part at most, then files,
+	// then data parts); stage is the kind of the last part (0 text, 1
+	// file, 2 data).
+	asText, stage, ntext := true, 0, 0
 	for _, part := range parts {
 		switch p := part.(type) {
 		case a2a.TextPart:
@@ -434,8 +458,15 @@ func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 				texts = append(texts, p.Text)
 			}
 			blocks = append(blocks, b)
+			ntext++
+			asText = asText && stage == 0 && ntext == 1 && len(p.Metadata) == 0 && p.Text != ""
 		case a2a.FilePart:
 			plain = false
+			// Bytes without a media type are read back as a data: URI's
+			// application/octet-stream.
+			fb, isBytes := p.File.(a2a.FileBytes)
+			asText = asText && stage <= 1 && len(p.Metadata) == 0 && (!isBytes || fb.MimeType != "")
+			stage = 1
 			fr := map[string]any{}
 			var fm a2a.FileMeta
 			switch f := p.File.(type) {
@@ -467,6 +498,7 @@ func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 			files = append(files, fr)
 		case a2a.DataPart:
 			plain = false
+			stage = 2
 			dp := map[string]any{"data": p.Data}
 			if len(p.Metadata) > 0 {
 				dp["metadata"] = p.Metadata
@@ -488,7 +520,26 @@ func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 	if len(data) > 0 {
 		params["data_parts"] = data
 	}
+	if !asText {
+		params[PartOrder] = partOrder(parts)
+	}
 	return params
+}
+
+// partOrder is params.part_order of parts (a2aPartsToParams).
+func partOrder(parts a2a.ContentParts) string {
+	order := make([]byte, 0, len(parts))
+	for _, part := range parts {
+		switch part.(type) {
+		case a2a.TextPart:
+			order = append(order, 't')
+		case a2a.FilePart:
+			order = append(order, 'f')
+		case a2a.DataPart:
+			order = append(order, 'd')
+		}
+	}
+	return string(order)
 }
 
 // uriFileName names a file given by uri without a name: the last segment

@@ -38,7 +38,8 @@ type avParamsWire struct {
 //     task_continued). Parts {type, content}: text → params.text (and
 //     content_blocks when more than one plain text part), file (url or
 //     uri, media_type/mediaType, filename/name) → params.files as
-//     E2AFileRef, data (content object) → params.data_parts. Message
+//     E2AFileRef, data (content object) → params.data_parts, and the
+//     order of the parts in those as A2A's (params.part_order). Message
 //     metadata → a2a_metadata, and its mcp_context also → params.mcp_context;
 //     user_id in it is a claimed user. webhookUrl → provenance.details
 //     webhook_url, its scheme and host only (redact.URL). role "assistant"

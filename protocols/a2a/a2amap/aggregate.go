@@ -89,6 +89,10 @@ type Aggregator struct {
 	// TurnEnd.Now.
 	turnEnded func() TurnEnd
 	now       *a2a.Task
+	// outModes and interaction are the client's (Params): the parts it
+	// does not get (HiddenPart) do not count in historyLength.
+	outModes    []string
+	interaction bool
 }
 
 // NewAggregator returns the aggregator of requestID's frames for the call
@@ -98,7 +102,8 @@ type Aggregator struct {
 func NewAggregator(requestID string, p Params) *Aggregator {
 	m := newMapper(p, 0)
 	m.requestID = requestID
-	a := &Aggregator{m: m, state: a2a.TaskStateSubmitted, continued: p.Continued, turnEnded: p.TurnEnded}
+	a := &Aggregator{m: m, state: a2a.TaskStateSubmitted, continued: p.Continued, turnEnded: p.TurnEnded,
+		outModes: p.AcceptedOutputModes, interaction: p.Interaction}
 	if p.Task != nil {
 		// The task as tasks/get shows it with this turn's message: a
 		// continued task's earlier turns, or a new task's user message.
@@ -378,7 +383,9 @@ func (a *Aggregator) Result(historyLength *int) a2a.SendMessageResult {
 
 // Task returns the pieces of this request as a Task, the text of a
 // completed request's content messages as its artifacts (history);
-// historyLength keeps the last N history messages (nil: all). A turn
+// historyLength keeps the last N history messages its client gets (nil:
+// all; those it does not get, HiddenPart's, which its renderer drops, do
+// not count: a hidden thought last left no message once dropped). A turn
 // whose task took a later turn before it ended answers with the task as
 // tasks/get shows it then (Params.TurnEnded).
 func (a *Aggregator) Task(historyLength *int) *a2a.Task {
@@ -387,7 +394,7 @@ func (a *Aggregator) Task(historyLength *int) *a2a.Task {
 	if a.now != nil {
 		// A later turn waits: the task as tasks/get shows it.
 		t := *a.now
-		t.History = trimHistory(t.History, historyLength)
+		t.History = a.trimShown(t.History, historyLength)
 		return &t
 	}
 	a.seal()
@@ -401,8 +408,30 @@ func (a *Aggregator) Task(historyLength *int) *a2a.Task {
 	// its user message), then the turn's replies, as BuildTask reads the
 	// task's last request.
 	history = append(slices.Clone(a.prior), history...)
-	t.History = trimHistory(history, historyLength)
+	t.History = a.trimShown(history, historyLength)
 	return t
+}
+
+// trimShown is trimHistory of h for the aggregator's client: the last n
+// messages it gets (a part of which HiddenPart does not hide), with the
+// hidden ones among them.
+func (a *Aggregator) trimShown(h []*a2a.Message, n *int) []*a2a.Message {
+	if n == nil || *n < 0 || len(h) <= *n {
+		return h
+	}
+	hidden := HiddenPart(Params{AcceptedOutputModes: a.outModes, Interaction: a.interaction})
+	if hidden == nil || *n == 0 {
+		return trimHistory(h, n)
+	}
+	shown := 0
+	for i := len(h) - 1; i >= 0; i-- {
+		if slices.ContainsFunc(h[i].Parts, func(p *a2a.Part) bool { return p != nil && !hidden(p) }) {
+			if shown++; shown == *n {
+				return h[i:]
+			}
+		}
+	}
+	return h
 }
 
 // foldNative makes the agent's own final Message or Task (an a2a.* final
@@ -631,11 +660,13 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 }
 
 // userMessage returns the user message of a request: params.message when
-// it is an A2A message, else the text of params.text/content/query, then
-// its files and data parts (ParamParts), with the message's reference
-// tasks (params.reference_task_ids), extensions and metadata; nil when the
-// request has neither text nor parts. A message of data or file parts only
-// was left out of the task's history.
+// it is an A2A message, else its parts as sent when params.part_order
+// gives their order (SentParts), else the text of params.text/content/query,
+// then its files and data parts (ParamParts), with the message's reference
+// tasks (params.reference_task_ids), extensions and metadata, and its role
+// (params.role "agent", or AgentVault's "assistant": the agent's; else
+// the user's); nil when the request has neither text nor parts. A message
+// of data or file parts only was left out of the task's history.
 func userMessage(env *e2a.Envelope, taskID a2a.TaskID, contextID string) *a2a.Message {
 	if mv, ok := env.Params["message"].(map[string]any); ok {
 		if ev, err := decodeA2AEvent("message", mv); err == nil {
@@ -650,14 +681,16 @@ func userMessage(env *e2a.Envelope, taskID a2a.TaskID, contextID string) *a2a.Me
 			}
 		}
 	}
-	var parts a2a.ContentParts
-	for _, k := range []string{"text", "content", "query"} {
-		if s := env.ParamString(k); s != "" {
-			parts = append(parts, textPart(s, nil))
-			break
+	parts, sent := SentParts(env)
+	if !sent {
+		for _, k := range []string{"text", "content", "query"} {
+			if s := env.ParamString(k); s != "" {
+				parts = append(parts, textPart(s, nil))
+				break
+			}
 		}
+		parts = append(parts, ParamParts(env)...)
 	}
-	parts = append(parts, ParamParts(env)...)
 	if len(parts) == 0 {
 		return nil
 	}
@@ -665,7 +698,11 @@ func userMessage(env *e2a.Envelope, taskID a2a.TaskID, contextID string) *a2a.Me
 	if id == "" {
 		id = env.RequestID
 	}
-	m := &a2a.Message{ID: id, Role: a2a.MessageRoleUser, TaskID: taskID, ContextID: contextID,
+	role := a2a.MessageRoleUser
+	if r := env.ParamString("role"); r == "agent" || r == "assistant" {
+		role = a2a.MessageRoleAgent
+	}
+	m := &a2a.Message{ID: id, Role: role, TaskID: taskID, ContextID: contextID,
 		Parts: parts, ReferenceTasks: referenceTasks(env), Metadata: env.A2AMetadata}
 	m.Extensions = Extensions(env)
 	return m

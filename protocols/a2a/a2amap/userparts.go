@@ -32,6 +32,72 @@ func ParamParts(env *e2a.Envelope) a2a.ContentParts {
 	return parts
 }
 
+// partOrder is the params member giving the order of an A2A message's
+// parts (normalizer.PartOrder).
+const partOrder = "part_order"
+
+// SentParts are the parts of a request's A2A message as sent, in their
+// order, each with its metadata, as the normalizers keep them
+// (normalizer.PartOrder): by params.part_order, "t" the next text block
+// of params.content_blocks (params.text when there is none), "f" the
+// next of params.files, "d" the next of params.data_parts; ok is false
+// when params has no part_order or its members do not hold the parts it
+// names (the message is then params.text, then ParamParts).
+func SentParts(env *e2a.Envelope) (parts a2a.ContentParts, ok bool) {
+	order, _ := env.Params[partOrder].(string)
+	if order == "" {
+		return nil, false
+	}
+	var texts []map[string]any
+	if blocks, has := env.Params["content_blocks"]; has {
+		for _, b := range Objects(blocks) {
+			if b["type"] == "text" {
+				texts = append(texts, b)
+			}
+		}
+	} else if s, isText := env.Params["text"].(string); isText {
+		texts = []map[string]any{{"text": s}}
+	}
+	files, data := Objects(env.Params["files"]), Objects(env.Params["data_parts"])
+	parts = make(a2a.ContentParts, 0, len(order))
+	for i := range len(order) {
+		var p *a2a.Part
+		switch order[i] {
+		case 't':
+			if len(texts) > 0 {
+				if s, isText := texts[0]["text"].(string); isText {
+					meta, _ := texts[0]["_meta"].(map[string]any)
+					p = textPart(s, meta)
+				}
+				texts = texts[1:]
+			}
+		case 'f':
+			if len(files) > 0 {
+				if p = sentFilePart(files[0]); p != nil {
+					p.Metadata, _ = files[0]["_meta"].(map[string]any)
+				}
+				files = files[1:]
+			}
+		case 'd':
+			if len(data) > 0 {
+				if v, has := data[0]["data"]; has {
+					p = a2a.NewDataPart(v)
+					p.Metadata, _ = data[0]["metadata"].(map[string]any)
+				}
+				data = data[1:]
+			}
+		}
+		if p == nil {
+			return nil, false
+		}
+		parts = append(parts, p)
+	}
+	if len(texts)+len(files)+len(data) > 0 {
+		return nil, false
+	}
+	return parts, true
+}
+
 // Objects is v's JSON objects, when v is an array.
 func Objects(v any) []map[string]any {
 	arr, _ := v.([]any)
@@ -45,8 +111,18 @@ func Objects(v any) []map[string]any {
 }
 
 // filePart is a file of params.files: its bytes when its uri is a base64
-// data: URI, else its URL.
-func filePart(f map[string]any) *a2a.Part {
+// data: URI, else its URL; its media type its mime_type, else the data:
+// URI's.
+func filePart(f map[string]any) *a2a.Part { return readFilePart(f, true) }
+
+// sentFilePart is filePart of a file an A2A message sent: its media type
+// is its mime_type only (the normalizers write a data: URI of bytes sent
+// without one as application/octet-stream).
+func sentFilePart(f map[string]any) *a2a.Part { return readFilePart(f, false) }
+
+// readFilePart is filePart, the data: URI's media type used when the file
+// has no mime_type only when uriType.
+func readFilePart(f map[string]any, uriType bool) *a2a.Part {
 	uri, _ := f["uri"].(string)
 	if uri == "" {
 		return nil
@@ -56,7 +132,7 @@ func filePart(f map[string]any) *a2a.Part {
 	var p *a2a.Part
 	if b, mt, ok := dataURI(uri); ok {
 		p = a2a.NewRawPart(b)
-		if mime == "" {
+		if mime == "" && uriType {
 			mime = mt
 		}
 	} else {
