@@ -242,9 +242,10 @@ func (h *handler) answerParams(ctx context.Context, c call, req *a2a.SendMessage
 			p.Task = h.h.V1Answers().A2ATurnTask(ctx, prev, env, nil)
 		}
 	}
-	if !stream && prev == nil && (req.Config == nil || !req.Config.ReturnImmediately) {
+	if !stream && prev == nil {
 		// A new task's Task answer holds its user message, as GetTask
-		// shows it (its history was the agent's replies only).
+		// shows it (its history was the agent's replies only), the one
+		// of returnImmediately too (it was a bare Task).
 		id := cmp.Or(env.TaskID, sub.RequestID)
 		p.Task = a2amap.BuildTask(id, cmp.Or(env.ContextID, id), []a2amap.Request{{Envelope: env}}, nil)
 	}
@@ -281,12 +282,19 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	acc := sub.Accepted
 	if req.Config != nil && req.Config.ReturnImmediately {
 		ts := p.Submitted.UTC()
-		if p.Continued && p.Task != nil {
-			// A continued task as GetTask shows it now: its earlier turns,
-			// then this message (A2ATurnTask).
+		if p.Task != nil {
+			// The task as GetTask shows it now: a continued one's earlier
+			// turns, then this message (A2ATurnTask); a new one's message.
 			t := *p.Task
-			if n := p.HistoryLength; n != nil && *n >= 0 && len(t.History) > *n {
-				t.History = t.History[len(t.History)-*n:]
+			if p.Continued {
+				if n := p.HistoryLength; n != nil && *n >= 0 && len(t.History) > *n {
+					t.History = t.History[len(t.History)-*n:]
+				}
+			} else {
+				t.Status = a2a.TaskStatus{State: a2a.TaskStateSubmitted}
+				if n := p.HistoryLength; n != nil && *n == 0 {
+					t.History = nil
+				}
 			}
 			if t.Status.Timestamp == nil {
 				t.Status.Timestamp = &ts

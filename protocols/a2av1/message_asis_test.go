@@ -130,3 +130,33 @@ func TestHistoryLengthCountsShownMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestReturnImmediatelyShowsUserMessage: a new task's answer with
+// returnImmediately is the Task as submitted with its history, the user's
+// message (as GetTask right after shows it, and as the answer for a
+// continued task, v0.3's blocking:false and the stream's first event
+// did); it was a bare Task without history, on every binding.
+func TestReturnImmediatelyShowsUserMessage(t *testing.T) {
+	p := askPipeline(t)
+	res, code, body := rpcCall(t, p, "SendMessage", `{"configuration":{"returnImmediately":true},"message":{"role":"ROLE_USER","messageId":"ri-1",`+
+		`"parts":[{"text":"hello"}]}}`)
+	if code != 0 {
+		t.Fatalf("SendMessage: %s", body)
+	}
+	var answer struct {
+		Task struct {
+			ID      string           `json:"id"`
+			Status  map[string]any   `json:"status"`
+			History []map[string]any `json:"history"`
+		} `json:"task"`
+	}
+	if err := json.Unmarshal(res, &answer); err != nil || answer.Task.ID == "" {
+		t.Fatalf("SendMessage answered %s (%v); want a task", body, err)
+	}
+	if answer.Task.Status["state"] != "TASK_STATE_SUBMITTED" || answer.Task.Status["timestamp"] == nil {
+		t.Errorf("returnImmediately: status %v; want TASK_STATE_SUBMITTED with its timestamp", answer.Task.Status)
+	}
+	if m := userMessageOf(t, answer.Task.History, "ri-1"); m == nil || m["role"] != "ROLE_USER" {
+		t.Errorf("returnImmediately: the answer's history lacks the user message: %s", body)
+	}
+}
