@@ -435,8 +435,13 @@ func (r *req) refusal(env *e2a.Envelope, e *Error) *Error {
 // body, the Input — an Idempotency-Key — or generated) and, for the
 // protocols whose task, context and session ids become keys of the task
 // index (A2A, AgentVault, ACP, workflows), to those ids when set; to an
-// E2A task_id and context_id too, keys of the task index since E2A's
-// turns of a task (a bad one was answered 503, retryable, forever). A refused
+// E2A task_id, context_id and session_id too, keys of the task index since
+// E2A's turns of a task (a bad one was answered 503, retryable, forever),
+// the session_id that of an ACP session's record, of the console's index
+// and of a bridge's conversation (bridge.ConversationOf). An E2A
+// correlation_id and message_id are labels, not ids: no key, no header
+// (JSON-escaped in the envelope, the frames and the A2E req_id, logged as
+// a structured attribute), so free text as §4 has them. A refused
 // id is an ErrInvalidParams *Error that also wraps the subjects error
 // (errors.Is(err, subjects.ErrInvalidID)): HTTP 400, JSON-RPC -32602, A2E
 // invalid_params, never retryable.
@@ -447,7 +452,8 @@ func (r *req) checkIDs(env *e2a.Envelope) error {
 		// A task's context_id goes into its record, whose writes keep the
 		// context's claim under the id (ingress keepContext), a key the
 		// grammar bounds: one outside it would fail a later turn.
-		ids = append(ids, [2]string{"task id", env.TaskID}, [2]string{"context id", env.ContextID})
+		ids = append(ids, [2]string{"task id", env.TaskID}, [2]string{"context id", env.ContextID},
+			[2]string{"session id", env.SessionID})
 	case ProtocolA2E:
 	default:
 		ids = append(ids, [2]string{"task id", env.TaskID}, [2]string{"context id", env.ContextID},

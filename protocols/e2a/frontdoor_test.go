@@ -132,6 +132,7 @@ func TestFrontDoorRefusals(t *testing.T) {
 			"/v1/requests", `{"params":{}}`, nil, 429, "rate_limited", true},
 		{"not json", newHost(nil), "/v1/requests", `{`, nil, 400, e2aproto.CodeInvalidRequest, false},
 		{"bad request id", newHost(nil), "/v1/requests", `{"request_id":" a","params":{}}`, nil, 400, e2aproto.CodeInvalidRequestID, false},
+		{"bad session id", newHost(nil), "/v1/requests", `{"session_id":"\u202eabc","params":{}}`, nil, 400, e2aproto.CodeInvalidRequestID, false},
 		{"bad pool", newHost(nil), "/v1/requests?agent=no.dots", `{"params":{}}`, nil, 400, e2aproto.CodeInvalidAgent, false},
 		{"too large", newHost(nil), "/v1/requests", `{"params":{"x":"` + strings.Repeat("x", 2<<10) + `"}}`, nil, 413, e2aproto.CodeBodyTooLarge, false},
 		{"conflict", newHost(func(h *conformance.Host) { h.PublishErr = fmt.Errorf("taken: %w", host.ErrConflict) }), "/v1/requests", `{"params":{}}`, nil, 409, e2aproto.CodeConflict, false},

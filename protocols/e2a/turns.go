@@ -30,7 +30,12 @@ import (
 // holds already (its request_id on the record), answered as the
 // duplicate it is; a task E2A or AgentVault started
 // takes more turns once its last one ended, as AgentVault's do. A message
-// naming no context_id joins the task's context.
+// naming no context_id joins the task's context; one naming another
+// context than the one the task's record holds is refused 400
+// invalid_request (A2A's doors: -32602), but for the retry of a turn the
+// task holds already (answered as its duplicate). A task E2A started
+// records no context (its context_id is claimed by each turn instead:
+// ingress claimsContext), so its turns are not checked.
 //
 // A session_id that names an ACP session (a record ACP's session/new
 // made) makes the request a turn of that session when it names no task,
@@ -81,6 +86,16 @@ func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e
 		}
 		if env.ContextID == "" {
 			env.ContextID = t.ContextID
+		} else if t.ContextID != "" && env.ContextID != t.ContextID && (env.RequestID == "" || !slices.Contains(t.RequestIDs, env.RequestID)) {
+			// A turn of a task runs in the task's context, as A2A's
+			// doors require of a message continuing a task (-32602): in
+			// another one an agent (or a bridged upstream) would take it
+			// for another conversation. The task is the caller's: the
+			// message names only the fields' roles all the same.
+			WriteError(w, http.StatusBadRequest, CodeInvalidRequest,
+				"context_id is not the context of the task task_id names: a turn of an existing task runs in its task's context; "+
+					"send it without context_id (it joins the task's), or without task_id to start a new task in that context", false)
+			return nil, false
 		}
 	}
 	return &host.Turn{Task: *t}, true

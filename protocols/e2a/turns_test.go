@@ -69,7 +69,8 @@ func (c turnCaller) Submit(ctx context.Context, s host.Submission) (*host.Submit
 // conflict, a finished A2A task 409 task_terminal, with nothing
 // published; a session_id naming no ACP session is no turn.
 func TestFrontDoorTurns(t *testing.T) {
-	a2aTask := &host.Task{Session: host.Session{ID: "t-a2a", Protocol: normalizer.ProtocolA2A, Pool: "echo"}, ContextID: "ctx-1"}
+	a2aTask := &host.Task{Session: host.Session{ID: "t-a2a", Protocol: normalizer.ProtocolA2A, Pool: "echo", RequestIDs: []string{"t-a2a", "r-held"}}, ContextID: "ctx-1"}
+	e2aTask := &host.Task{Session: host.Session{ID: "t-e2a", Protocol: normalizer.ProtocolE2A, Pool: "echo"}}
 	acpSession := &host.Task{Session: host.Session{ID: "s-acp", Protocol: normalizer.ProtocolACP, Pool: "echo"}}
 	for _, tc := range []struct {
 		name, body string
@@ -85,7 +86,16 @@ func TestFrontDoorTurns(t *testing.T) {
 	}{
 		{name: "new task", body: `{"task_id":"t-new","params":{}}`, status: 202, want: "t-new"},
 		{name: "own A2A task", body: `{"task_id":"t-a2a","params":{}}`, status: 202, want: "t-a2a", context: "ctx-1"},
-		{name: "own task, its own context", body: `{"task_id":"t-a2a","context_id":"ctx-2","params":{}}`, status: 202, want: "t-a2a", context: "ctx-2"},
+		{name: "own task, its own context", body: `{"task_id":"t-a2a","context_id":"ctx-1","params":{}}`, status: 202, want: "t-a2a", context: "ctx-1"},
+		// A turn of an existing task runs in the task's context: another
+		// one is refused, as the A2A doors refuse it (-32602).
+		{name: "own task, another context", body: `{"task_id":"t-a2a","context_id":"ctx-2","params":{}}`, status: 400, code: e2aproto.CodeInvalidRequest},
+		{name: "own task, another context, a request it does not hold", body: `{"request_id":"r-1","task_id":"t-a2a","context_id":"ctx-2","params":{}}`, status: 400, code: e2aproto.CodeInvalidRequest},
+		// The retry of a turn the task holds already (accepted before
+		// this check) is Submit's to answer, as the duplicate it is.
+		{name: "own task, another context, a retry it holds", body: `{"request_id":"r-held","task_id":"t-a2a","context_id":"ctx-2","params":{}}`, status: 202, want: "t-a2a", context: "ctx-2"},
+		{name: "own E2A task recording no context", body: `{"task_id":"t-e2a","context_id":"ctx-3","params":{}}`, status: 202, want: "t-e2a", context: "ctx-3"},
+		{name: "new task, any context", body: `{"task_id":"t-new","context_id":"ctx-9","params":{}}`, status: 202, want: "t-new", context: "ctx-9"},
 		{name: "another's task", body: `{"task_id":"t-other","params":{}}`, status: 409, code: e2aproto.CodeConflict},
 		{name: "finished A2A task", body: `{"task_id":"t-a2a","params":{}}`, terminal: true, status: 409, code: e2aproto.CodeTaskTerminal},
 		{name: "another's task made meanwhile", body: `{"task_id":"t-new","params":{}}`, publishErr: host.ErrSessionNotFound, status: 409, code: e2aproto.CodeConflict},
@@ -98,7 +108,7 @@ func TestFrontDoorTurns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			th := newHost(func(h *conformance.Host) { h.PublishErr = tc.publishErr })
 			h := &turnHost{testHost: th, terminal: tc.terminal,
-				records: map[string]*host.Task{"task:t-a2a": a2aTask, "session:s-acp": acpSession},
+				records: map[string]*host.Task{"task:t-a2a": a2aTask, "task:t-e2a": e2aTask, "session:s-acp": acpSession},
 				others:  map[string]bool{"task:t-other": true, "session:s-other": true}}
 			rec := httptest.NewRecorder()
 			e2aproto.NewHandler(h).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/requests?agent=echo", strings.NewReader(tc.body)))
@@ -106,8 +116,11 @@ func TestFrontDoorTurns(t *testing.T) {
 				t.Fatalf("%d %s; want %d", rec.Code, rec.Body, tc.status)
 			}
 			if tc.code != "" {
-				if e := errorOf(t, rec); e.Code != tc.code || strings.Contains(e.Message, "-other") {
-					t.Fatalf("error %+v; want %s, naming nothing of the record", e, tc.code)
+				if e := errorOf(t, rec); e.Code != tc.code || e.Retryable || strings.Contains(e.Message, "-other") {
+					t.Fatalf("error %+v; want %s, not retryable, naming nothing of the record", e, tc.code)
+				} else if tc.code == e2aproto.CodeInvalidRequest && (!strings.Contains(e.Message, "context_id") || !strings.Contains(e.Message, "task_id") ||
+					strings.Contains(e.Message, "ctx-1")) {
+					t.Fatalf("error %+v; want it to name context_id and task_id by their roles, not the task's context", e)
 				}
 				if n := len(th.Published()); n != 0 {
 					t.Fatalf("%d published; want none", n)
