@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // e2aStreamsAndBuckets are the streams and key-value buckets (their
@@ -68,7 +70,14 @@ func TestNATSUsersLeastPrivilege(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node nats-server cluster")
 	}
-	c, ctx, _, _ := provisionedCluster(t, 300*time.Second, nil)
+	c, ctx, _, admin := provisionedCluster(t, 300*time.Second, nil)
+	// E2A_PUSH_DEAD, which `e2a streams apply` provisions with the push
+	// streams, for the push stage's dead-letter operations below.
+	dead := streams.DefaultConfig()
+	dead.Replicas = 3
+	if _, err := admin.CreateOrUpdateStream(ctx, dead.PushDeadStreamConfig()); err != nil {
+		t.Fatal(err)
+	}
 	for _, user := range []string{"ingress", "egress", "serve", "push", "archive", "agent-demo", "agent-workflow", "agent-bridge", "audit"} {
 		nc, sink := c.connect(user)
 		js, err := jetstream.New(nc)
@@ -93,6 +102,9 @@ func TestNATSUsersLeastPrivilege(t *testing.T) {
 				refused = append(refused, "$JS.API.STREAM.INFO."+name)
 			}
 		}
+		if user == "push" || user == "serve" {
+			deadShareOps(ctx, t, js, sink, user)
+		}
 		expectRefused(t, nc, sink, user, "pub", append(refused, removedGrants[user]...)...)
 		// Its replies came back on its own inboxes (the reads above);
 		// every other client's it may not read.
@@ -101,6 +113,45 @@ func TestNATSUsersLeastPrivilege(t *testing.T) {
 			other = "egress"
 		}
 		expectRefused(t, nc, sink, user, "sub", "_INBOX.>", "_INBOX.*.*", "_INBOX."+other+".>")
+	}
+}
+
+// deadShareOps does as user what the push stage does to keep a
+// principal within its share of E2A_PUSH_DEAD (push/deadshare.go): a dead
+// letter published, the stream's info with a subject filter, the letters'
+// sizes read with an ordered, headers-only consumer, and a purge of the
+// principal's oldest letters; none may be refused.
+func deadShareOps(ctx context.Context, t *testing.T, js jetstream.JetStream, sink *errSink, user string) {
+	t.Helper()
+	const filter = "e2a.push.dead.p1.>"
+	if _, err := js.Publish(ctx, "e2a.push.dead.p1.t1.c1", []byte(`{}`)); err != nil {
+		t.Fatalf("%s publishes a dead letter: %v", user, err)
+	}
+	st, err := js.Stream(ctx, "E2A_PUSH_DEAD")
+	if err != nil {
+		t.Fatalf("%s: E2A_PUSH_DEAD: %v", user, err)
+	}
+	if _, err := st.Info(ctx, jetstream.WithSubjectFilter(filter)); err != nil {
+		t.Errorf("%s reads E2A_PUSH_DEAD's subjects: %v", user, err)
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, HeadersOnly: true})
+	if err != nil {
+		t.Fatalf("%s: an ordered consumer of its dead letters: %v", user, err)
+	}
+	msgs, err := cons.Messages(jetstream.PullMaxMessages(16))
+	if err != nil {
+		t.Fatalf("%s: %v", user, err)
+	}
+	m, err := msgs.Next(jetstream.NextMaxWait(10 * time.Second))
+	msgs.Stop()
+	if err != nil || m.Headers().Get(nats.MsgSize) == "" {
+		t.Errorf("%s reads a dead letter's size: %v", user, err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(filter), jetstream.WithPurgeSequence(st.CachedInfo().State.LastSeq+1)); err != nil {
+		t.Errorf("%s purges a principal's dead letters: %v", user, err)
+	}
+	if err := sink.waitFor(0, "permissions violation"); err == nil {
+		t.Errorf("%s was refused an operation of the dead letters' share: %s", user, sink)
 	}
 }
 

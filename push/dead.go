@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,11 +34,17 @@ type DeadLetter struct {
 	Failing   time.Time `json:"failing_since,omitzero"`
 	DeadAt    time.Time `json:"dead_at"`
 	// Body is the update as it was posted; null when it was too large to
-	// keep (BodyBytes then says its size): such an update cannot be
+	// post (over WithMaxBody) or to keep (BodyBytes then says its size,
+	// Reason starts with ReasonTooLarge): such an update is never
 	// redelivered.
 	Body      json.RawMessage `json:"body"`
 	BodyBytes int             `json:"body_bytes,omitempty"`
 }
+
+// ReasonTooLarge starts the reason of an update dead-lettered without
+// its body because it is larger than a delivery may be (WithMaxBody) or
+// a dead letter may hold: it can never be posted as it is.
+const ReasonTooLarge = "too_large"
 
 // deadSlack is room for a dead letter's headers (its message id) within
 // the server's max_payload.
@@ -58,11 +65,24 @@ func bindDead(ctx context.Context, js jetstream.JetStream, cfg streams.Config) e
 }
 
 // deadLetter stores ev for it's config in E2A_PUSH_DEAD (once: the
-// message id is the config's and the event's).
+// message id is the config's and the event's), within its principal's
+// share of the stream (storeDead). An update larger than a delivery may
+// be (WithMaxBody) can never be posted as it is: it is dead-lettered
+// without its body (its size in BodyBytes, ReasonTooLarge), as is one
+// that a dead letter could not hold.
 func (s *stage) deadLetter(it item, ev event, reason string, status int, cur cursor) error {
 	d := DeadLetter{Principal: it.ref.principal, TaskID: it.ref.taskID, ConfigID: it.ref.id, EventID: ev.id,
 		RequestID: it.job.m.requestID, Version: it.cfg.Version, Reason: reason, Status: status,
 		Attempts: cur.Attempts, Failing: cur.FailingSince, DeadAt: time.Now().UTC(), Body: ev.body(it.cfg.Version)}
+	if n := len(d.Body); n > s.o.maxBody {
+		d.BodyBytes, d.Body = n, nil
+		if !strings.HasPrefix(reason, ReasonTooLarge) {
+			// Dead-lettered for another reason (the config is in
+			// dead-letter mode): that one is kept after.
+			d.Reason = tooLarge(n, s.o.maxBody) + " (" + reason + ")"
+		}
+		d.Reason += "; its body is not kept"
+	}
 	b, err := json.Marshal(d)
 	if err != nil {
 		return err
@@ -72,16 +92,22 @@ func (s *stage) deadLetter(it item, ev event, reason string, status int, cur cur
 		// never be stored, and the config would wait on it for ever: the
 		// dead letter keeps everything but the body.
 		d.BodyBytes, d.Body = len(d.Body), nil
-		d.Reason += fmt.Sprintf(" (the body, %d bytes, is not kept: a dead letter is at most the server's max_payload)", d.BodyBytes)
+		d.Reason = fmt.Sprintf("%s: the body, %d bytes, is not kept: a dead letter is at most the server's max_payload (%s)",
+			ReasonTooLarge, d.BodyBytes, d.Reason)
 		if b, err = json.Marshal(d); err != nil {
 			return err
 		}
 	}
-	if _, err := s.js.Publish(s.ctx, it.ref.deadSubject(), b, jetstream.WithMsgID(it.ref.tokens()+":"+ev.id)); err != nil {
+	if err := s.storeDead(it.ref.principal, it.ref.deadSubject(), it.ref.tokens()+":"+ev.id, b); err != nil {
 		return err
 	}
 	s.metrics.dead.Inc()
 	return nil
+}
+
+// tooLarge is the reason of an update over the delivery limit.
+func tooLarge(n, limit int) string {
+	return fmt.Sprintf("%s: update of %d bytes over the %d-byte limit", ReasonTooLarge, n, limit)
 }
 
 // DeadFilter selects dead-lettered updates: every one (zero value), a
@@ -141,12 +167,15 @@ type RedeliverReport struct {
 	Delivered int
 	// Dropped updates belonged to a config that no longer exists (deleted,
 	// or set again under its id as another A2A version, whose body they
-	// are not), or had a body too large to keep (named in Failures);
-	// removed.
+	// are not); removed.
 	Dropped int
 	// Kept updates are still dead-lettered: their webhook failed (the
 	// first failure of a config stops its updates, keeping their order).
 	Kept int
+	// TooLarge updates were dead-lettered without their body, too large
+	// to post (ReasonTooLarge) or to keep: never posted (named in
+	// Failures); removed.
+	TooLarge int
 	// Failures names each config that failed and why (no credentials).
 	Failures []string
 }
@@ -230,13 +259,20 @@ func (r *redelivery) config(ref configRef, ds []DeadLetter) error {
 			r.rep.Dropped++
 			continue
 		}
-		if d.BodyBytes > 0 && (len(d.Body) == 0 || string(d.Body) == "null") {
-			// Too large to keep, so never sent again: removed.
+		if kept := len(d.Body) > 0 && string(d.Body) != "null"; !kept || len(d.Body) > r.o.maxBody {
+			// Dead-lettered without its body (too large to post or to
+			// keep), or kept by an earlier version and over the limit:
+			// never posted (no empty body), removed.
+			size := len(d.Body)
+			if !kept {
+				size = d.BodyBytes
+			}
 			if err := r.remove(d.Seq); err != nil {
 				return err
 			}
-			r.rep.Dropped++
-			r.rep.Failures = append(r.rep.Failures, fmt.Sprintf("%s: update %s dropped: its body (%d bytes) was not kept", cfg.String(), d.EventID, d.BodyBytes))
+			r.rep.TooLarge++
+			r.rep.Failures = append(r.rep.Failures, fmt.Sprintf("%s: update %s skipped (%s, %d bytes): it cannot be posted as it is; removed",
+				cfg.String(), d.EventID, ReasonTooLarge, size))
 			continue
 		}
 		out := postUpdate(r.ctx, r.client, r.o, cfg, d.EventID, d.Body)

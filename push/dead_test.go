@@ -140,7 +140,7 @@ func streamData(t testing.TB, e *env, stream string) []string {
 // Task grows with its answer: four chunks of 300 kB against the default
 // WithMaxBody, 1 MiB, and the test server's max_payload, 1 MiB) is
 // dead-lettered without its body, which a dead letter could not hold, and
-// the config goes on; Redeliver drops it, saying why. Before, the dead
+// the config goes on; Redeliver skips and removes it, saying why. Before, the dead
 // letter's publish failed (maximum payload exceeded) and the stage
 // retried the update for ever: no dead letter, the config stalled.
 func TestOversizedUpdateDeadLettered(t *testing.T) {
@@ -163,7 +163,7 @@ func TestOversizedUpdateDeadLettered(t *testing.T) {
 		}
 	}
 	rep, err := push.Redeliver(tctx(t), e.nc, filter, push.WithAllowHosts("127.0.0.1"))
-	if err != nil || rep.Dropped != len(dead) || rep.Delivered != 0 || len(rep.Failures) != len(dead) {
+	if err != nil || rep.TooLarge != len(dead) || rep.Dropped != 0 || rep.Delivered != 0 || len(rep.Failures) != len(dead) {
 		t.Fatalf("redeliver: %+v, %v; want the %d dead letters dropped", rep, err, len(dead))
 	}
 	if left, err := push.ListDead(context.Background(), e.nc, filter, 100); err != nil || len(left) != 0 {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -540,9 +539,14 @@ func (s *stage) outcome(it item, ev event, base cursor, cur *cursor, rev uint64,
 		s.metrics.delivered.Inc()
 		s.metrics.lag.Observe(now.Sub(ev.time).Seconds())
 		return result{}, false, nil
+	case out.tooLarge:
+		s.log.Warn("push: update too large to post; dead-lettered without its body", "config", it.cfg.String(), "event_id", ev.id,
+			"reason", out.reason)
+		return result{}, false, s.deadLetter(it, ev, out.reason, 0, *cur)
 	case out.permanent:
 		s.metrics.failed.Inc()
-		s.log.Warn("push: webhook refused an update; dead-lettered", "config", it.cfg.String(), "event_id", ev.id, "status", out.status)
+		s.log.Warn("push: webhook refused an update; dead-lettered", "config", it.cfg.String(), "event_id", ev.id, "status", out.status,
+			"reason", out.reason)
 		return result{}, false, s.deadLetter(it, ev, out.reason, out.status, *cur)
 	}
 	s.metrics.failed.Inc()
@@ -583,9 +587,11 @@ func backoff(base, max time.Duration, n int, j float64) time.Duration {
 // attempt is the outcome of one POST.
 type attempt struct {
 	ok, permanent bool
-	status        int
-	retryAfter    time.Duration
-	reason        string
+	// tooLarge: not posted, the body is over the limit (WithMaxBody).
+	tooLarge   bool
+	status     int
+	retryAfter time.Duration
+	reason     string
 }
 
 // post sends one update to cfg's webhook: its token and authentication,
@@ -598,7 +604,7 @@ func (s *stage) post(ctx context.Context, cfg Config, eventID string, body []byt
 
 func postUpdate(ctx context.Context, client *http.Client, o options, cfg Config, eventID string, body []byte) attempt {
 	if len(body) > o.maxBody {
-		return attempt{permanent: true, reason: fmt.Sprintf("update of %d bytes over the %d-byte limit", len(body), o.maxBody)}
+		return attempt{permanent: true, tooLarge: true, reason: tooLarge(len(body), o.maxBody)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()

@@ -19,8 +19,10 @@
 // allow-list (E2A_PUSH_ALLOW_HOSTS, [WithAllowHosts]); no user
 // information; every address the host resolves to passes the workflow
 // executor's address rules (no loopback, private, link-local, metadata,
-// multicast, reserved or unspecified address) unless the host is
-// allow-listed. A config carries its A2A generation ([V1], [V03]):
+// multicast, reserved or unspecified address; IPv6 in 2000::/3 only:
+// internal/outbound.Special) unless the host is allow-listed. A host
+// that does not resolve and one that resolves to a refused address get
+// the same error, naming neither (the detail is logged at debug level). A config carries its A2A generation ([V1], [V03]):
 // [FromV1], [FromV03], [Config.V1] and [Config.V03] convert the SDKs'
 // types. The token and credentials are stored in the bucket and sent to
 // the webhook only: never logged, never dead-lettered.
@@ -129,7 +131,12 @@
 // (WithRetryWindow, default 24 h) from the first failure. Past it the
 // update and every later one of the config go to the E2A_PUSH_DEAD stream
 // in order, until [Redeliver] posts them again (`e2a push redeliver`) and
-// the config leaves dead-letter mode. [ListDead] lists them.
+// the config leaves dead-letter mode. [ListDead] lists them. An update
+// over WithMaxBody can never be posted as it is: it is dead-lettered at
+// once without its body (its size and [ReasonTooLarge] kept), and a
+// redelivery skips it. E2A_PUSH_DEAD is shared by every principal: once
+// it is over half full, a principal over its share of it (WithDeadShare,
+// 1/8) loses its own oldest dead letters, not another's (deadshare.go).
 //
 // Each connection resolves the webhook's host itself and connects only to
 // an address that passes the rules (pinned for the connection: DNS cannot
@@ -149,6 +156,8 @@
 //
 // Metrics: e2a_push_delivered_total, e2a_push_retried_total,
 // e2a_push_failed_total, e2a_push_dead_lettered_total,
+// e2a_push_dead_purged_total (removed to keep a principal within its
+// share of E2A_PUSH_DEAD),
 // e2a_push_rendered_total, e2a_push_skipped_total (state that cannot be
 // written) and e2a_push_lag_seconds (frame to 2xx).
 //

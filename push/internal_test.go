@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -91,6 +92,9 @@ func TestOptions(t *testing.T) {
 		"logger":         WithLogger(nil),
 		"registerer":     WithRegisterer(nil),
 		"task turns":     WithTaskTurns(nil),
+		"dead share 0":   WithDeadShare(0),
+		"dead share 2":   WithDeadShare(2),
+		"dead share NaN": WithDeadShare(math.NaN()),
 		"nil":            nil,
 	}
 	for name, o := range bad {
@@ -99,7 +103,7 @@ func TestOptions(t *testing.T) {
 		}
 	}
 	if _, err := buildOptions([]Option{WithAllowHosts("localhost, *.dev.test [::1]:8443"), WithLogger(slog.Default()),
-		WithBackoff(time.Millisecond, time.Hour), WithRetryWindow(time.Hour)}); err != nil {
+		WithBackoff(time.Millisecond, time.Hour), WithRetryWindow(time.Hour), WithDeadShare(1), WithDeadShare(0.01)}); err != nil {
 		t.Errorf("good options: %v", err)
 	}
 	if err := Run(t.Context(), nil); !errors.Is(err, ErrInvalidOption) {

@@ -26,6 +26,9 @@ const (
 	DefaultAckWait       = time.Minute
 	DefaultOrderWait     = time.Second
 	DefaultConsumer      = "push"
+	// DefaultDeadShare is the part of E2A_PUSH_DEAD's MaxBytes one
+	// principal's dead letters may hold (WithDeadShare).
+	DefaultDeadShare = 0.125
 	// AllowHostsEnv is the environment variable of the allow-list (read by
 	// cmd/e2a, passed with WithAllowHosts).
 	AllowHostsEnv = "E2A_PUSH_ALLOW_HOSTS"
@@ -50,6 +53,7 @@ type options struct {
 	ackWait              time.Duration
 	orderWait            time.Duration
 	consumer             string
+	deadShare            float64
 	log                  *slog.Logger
 	registerer           prometheus.Registerer
 	signer               *Signer
@@ -80,6 +84,7 @@ func buildOptions(opts []Option) (options, error) {
 		ackWait:              DefaultAckWait,
 		orderWait:            DefaultOrderWait,
 		consumer:             DefaultConsumer,
+		deadShare:            DefaultDeadShare,
 		log:                  slog.New(slog.DiscardHandler),
 	}
 	if err := option.Apply(ErrInvalidOption, &o, opts); err != nil {
@@ -205,7 +210,8 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithMaxBody bounds a delivery's body, 1 KiB..64 MiB (default 1 MiB); a
-// larger update is dead-lettered at once.
+// larger update is dead-lettered at once, without its body
+// (ReasonTooLarge): it can never be posted as it is.
 func WithMaxBody(n int) Option {
 	return func(o *options) error {
 		if n < 1<<10 || n > 64<<20 {
@@ -251,6 +257,22 @@ func WithOrderWait(d time.Duration) Option {
 			return invalid("order wait %s (1ms..1m)", d)
 		}
 		o.orderWait = d
+		return nil
+	}
+}
+
+// WithDeadShare sets the part of E2A_PUSH_DEAD's MaxBytes that one
+// principal's dead letters may hold, 0.01..1 (default 0.125, 1/8): once
+// the stream is over half full, a principal's dead letter that would take
+// it over its share removes its own oldest ones first, so that one
+// principal's failing webhooks do not make the stream drop the others'
+// (deadshare.go). 1 lets a principal use the whole stream (one tenant).
+func WithDeadShare(f float64) Option {
+	return func(o *options) error {
+		if !(f >= 0.01 && f <= 1) {
+			return invalid("dead-letter share %v (0.01..1)", f)
+		}
+		o.deadShare = f
 		return nil
 	}
 }

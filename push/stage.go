@@ -31,6 +31,9 @@ type stage struct {
 	client  *http.Client
 	metrics *metrics
 	ctx     context.Context
+	// shares count the dead letters of principals near their share of
+	// E2A_PUSH_DEAD (deadshare.go).
+	shares deadShares
 
 	// Read and written by the consumer's callback only.
 	requests requestCache

@@ -190,7 +190,7 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 	if err := c.check(); err != nil {
 		return Config{}, nil, false, err
 	}
-	err := s.o.urls.check(ctx, c.URL)
+	err := s.o.urls.check(ctx, c.URL, s.o.log)
 	if err != nil {
 		return Config{}, nil, false, err
 	}

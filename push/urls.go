@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -101,8 +102,12 @@ func hostPort(u *url.URL) (string, string) {
 // check applies the URL rules to raw (ErrURLRefused): https, or http to
 // an allow-listed host; no user information; every address the host
 // resolves to passes the workflow executor's address check, unless the
-// host is allow-listed.
-func (p *urlPolicy) check(ctx context.Context, raw string) error {
+// host is allow-listed. A host that does not resolve and one that
+// resolves to a forbidden address get the same answer (refusedHost),
+// which names neither the address nor whether the host resolved: a
+// client must not learn what an internal name resolves to. log gets the
+// detail, at debug level (the host and the address, never the URL).
+func (p *urlPolicy) check(ctx context.Context, raw string, log *slog.Logger) error {
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || u.Opaque != "" {
 		return fmt.Errorf("%w: not an absolute URL", ErrURLRefused)
@@ -128,14 +133,23 @@ func (p *urlPolicy) check(ctx context.Context, raw string) error {
 	}
 	ips, err := outbound.Resolve(ctx, p.resolver, host)
 	if err != nil {
-		return fmt.Errorf("%w: host %s does not resolve", ErrURLRefused, host)
+		log.Debug("push: webhook URL refused: its host does not resolve", "host", host, "err", err)
+		return refusedHost(host)
 	}
 	for _, ip := range ips {
 		if err := checkAddr(host, ip); err != nil {
-			return fmt.Errorf("%w: %v", ErrURLRefused, err)
+			log.Debug("push: webhook URL refused: its host resolves to a special address", "host", host, "address", ip.Unmap())
+			return refusedHost(host)
 		}
 	}
 	return nil
+}
+
+// refusedHost is the refusal of a webhook host that does not resolve or
+// resolves to a special address.
+func refusedHost(host string) error {
+	return fmt.Errorf("%w: host %s is not an allowed destination (private, loopback, link-local, reserved or unresolvable)",
+		ErrURLRefused, host)
 }
 
 // checkAddr refuses every special address (outbound.Special): a webhook

@@ -20,7 +20,10 @@ const (
 	PushDeadSubjects = "e2a.push.dead.>"
 	// PushDeadMaxAge is how long a dead-lettered update is kept.
 	PushDeadMaxAge = 7 * 24 * time.Hour
-	// PushDeadMaxBytes bounds E2A_PUSH_DEAD (oldest dropped first).
+	// PushDeadMaxBytes bounds E2A_PUSH_DEAD (oldest dropped first). The
+	// push stage keeps each principal within a share of it once it is
+	// half full (push.WithDeadShare, E2A_PUSH_DEAD_SHARE), so that one
+	// principal's dead letters do not make the stream drop another's.
 	PushDeadMaxBytes = 1 * GiB
 )
 

@@ -39,6 +39,8 @@ Without --principal both act on every principal's updates.`,
   E2A_PUSH_TIMEOUT          one delivery's timeout (default 10s)
   E2A_PUSH_ACK_WAIT         how soon a killed replica's updates go to another (default 1m, 1s..10m; a live
                             replica extends it every third of it while it delivers)
+  E2A_PUSH_DEAD_SHARE       the part of E2A_PUSH_DEAD one principal's dead letters may hold (default 0.125,
+                            0.01..1); over it, once the stream is half full, its oldest are removed
   E2A_PUSH_SIGNING_KEY      file of an Ed25519 private key (PKCS #8 PEM): every delivery is signed (E2A-Signature,
                             detached JWS); e2a serve and e2a dev serve the public key at /.well-known/jwks.json
   E2A_PUSH_SEAL_KEY         file of a key (base64 of 32 bytes: openssl rand -base64 32) sealing the configs'
@@ -53,6 +55,7 @@ type pushEnv struct {
 	RetryWindow time.Duration `envconfig:"E2A_PUSH_RETRY_WINDOW" default:"24h"`
 	Timeout     time.Duration `envconfig:"E2A_PUSH_TIMEOUT" default:"10s"`
 	AckWait     time.Duration `envconfig:"E2A_PUSH_ACK_WAIT" default:"1m"`
+	DeadShare   float64       `envconfig:"E2A_PUSH_DEAD_SHARE" default:"0.125"`
 	SigningKey  string        `envconfig:"E2A_PUSH_SIGNING_KEY"`
 	SealKey     string        `envconfig:"E2A_PUSH_SEAL_KEY"`
 }
@@ -95,7 +98,8 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 	}
 	// A refused value names its variable (push says "timeout 0s").
 	opts := []push.Option{push.WithStreamsConfig(cfg.StreamsConfig()), namedOption("E2A_PUSH_RETRY_WINDOW", push.WithRetryWindow(pe.RetryWindow)),
-		namedOption("E2A_PUSH_TIMEOUT", push.WithTimeout(pe.Timeout)), namedOption("E2A_PUSH_ACK_WAIT", push.WithAckWait(pe.AckWait))}
+		namedOption("E2A_PUSH_TIMEOUT", push.WithTimeout(pe.Timeout)), namedOption("E2A_PUSH_ACK_WAIT", push.WithAckWait(pe.AckWait)),
+		namedOption("E2A_PUSH_DEAD_SHARE", push.WithDeadShare(pe.DeadShare))}
 	if pe.AllowHosts != "" {
 		opts = append(opts, namedOption("E2A_PUSH_ALLOW_HOSTS", push.WithAllowHosts(pe.AllowHosts)))
 	}
@@ -209,7 +213,7 @@ func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "delivered %d, dropped %d (config gone), kept %d\n", rep.Delivered, rep.Dropped, rep.Kept)
+	fmt.Fprintf(stdout, "delivered %d, dropped %d (config gone), too large %d (not posted, removed), kept %d\n", rep.Delivered, rep.Dropped, rep.TooLarge, rep.Kept)
 	for _, s := range rep.Failures {
 		fmt.Fprintln(stdout, "  failed:", s)
 	}

@@ -123,11 +123,20 @@ func Dial(ctx context.Context, d *net.Dialer, network, host, port string, ips []
 // named may reach unless an operator allows it: private, loopback,
 // link-local, unspecified, multicast, shared, documentation, benchmark
 // and other reserved ranges (IPv4 and IPv6, IPv4-mapped addresses as
-// their IPv4).
+// their IPv4), and every IPv6 address outside global unicast (2000::/3):
+// the IPv4-compatible (::a.b.c.d) and IPv4-translated (::ffff:0:a.b.c.d)
+// forms, which a host may route to the IPv4 address they carry, NAT64's
+// 64:ff9b::/96, site-local and unassigned space. Within 2000::/3, 6to4
+// (2002::/16), Teredo and the other IETF ranges (2001::/23) and the
+// documentation ranges are special too. (A workflow's AllowedNets still
+// admits any of them.)
 func Special(ip netip.Addr) bool {
 	ip = ip.Unmap()
 	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
 		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+		return true
+	}
+	if ip.Is6() && !globalUnicast.Contains(ip) {
 		return true
 	}
 	for _, n := range specialNets {
@@ -144,10 +153,17 @@ var specialNets = func() []netip.Prefix {
 		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
 		"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
 		"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/3",
-		"::/128", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "2001::/23",
-		"2001:db8::/32", "2002::/16", "fc00::/7", "fe80::/10", "ff00::/8",
+		// IPv6 outside 2000::/3 is special as a whole (globalUnicast); the
+		// ranges of it listed here name what they are.
+		"::/96", "::ffff:0:0:0/96", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "fc00::/7",
+		"fec0::/10", "fe80::/10", "ff00::/8",
+		"2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20",
 	} {
 		out = append(out, netip.MustParsePrefix(s))
 	}
 	return out
 }()
+
+// globalUnicast is IPv6's global unicast space (RFC 4291, IANA): every
+// public IPv6 address is in it.
+var globalUnicast = netip.MustParsePrefix("2000::/3")
