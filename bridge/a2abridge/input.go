@@ -12,11 +12,16 @@ import (
 )
 
 // userParts are the parts of the user message a request sends to the
-// agent: its text (bridge.UserText), then its files and data parts as the
-// normalizers keep them (a2amap.ParamParts), or, when it has none,
-// the non-text blocks of an ACP prompt (image, audio, resource_link,
-// resource).
+// agent: an A2A client's parts as sent when their order is kept
+// (a2amap.SentParts: several text parts, parts in another order, a text
+// part's metadata); else its text (bridge.UserText), then its files and
+// data parts as the normalizers keep them (a2amap.ParamParts), or, when
+// it has none, the non-text blocks of an ACP prompt (image, audio,
+// resource_link, resource).
 func userParts(env *e2a.Envelope) a2a.ContentParts {
+	if parts, ok := a2amap.SentParts(env); ok {
+		return parts
+	}
 	var parts a2a.ContentParts
 	if text := bridge.UserText(env); text != "" {
 		parts = append(parts, a2a.NewTextPart(text))

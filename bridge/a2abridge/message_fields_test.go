@@ -37,3 +37,32 @@ func TestUserMessageMetadataAndExtensionsReachAgent(t *testing.T) {
 		t.Errorf("the agent got metadata %v extensions %v; want the client's trace_tag t-1 and extension", md, ext)
 	}
 }
+
+// TestUserPartsReachAgentAsSent: an A2A client's message of several parts
+// reaches the A2A agent behind the pool with its parts as sent (in their
+// order, a text part's metadata kept), as the task's history shows it.
+// The bridge sent the text parts joined, then the files, then the data
+// parts: [text "second\nfourth", data] for [data, text, text].
+func TestUserPartsReachAgentAsSent(t *testing.T) {
+	t.Parallel()
+	srv := up.Start(t, up.Options{Binding: up.JSONRPC})
+	p := pipetest.Start(t)
+	bridgePool(t, p, "agent", srv.BaseURL())
+	c := v1Client(t, p, "agent")
+	msg := userMessage("echo parts")
+	second := a2a.NewTextPart("second")
+	second.Metadata = map[string]any{"k": "t"}
+	msg.Parts = a2a.ContentParts{a2a.NewDataPart(map[string]any{"first": 1.0}), second, a2a.NewTextPart("fourth")}
+	if _, err := c.SendMessage(testCtx(t), &a2a.SendMessageRequest{Message: msg}); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.LastMessage()
+	if got == nil || len(got.Parts) != 3 || got.Parts[0].Data() == nil || got.Parts[1].Text() != "second" ||
+		got.Parts[1].Metadata["k"] != "t" || got.Parts[2].Text() != "fourth" {
+		var parts a2a.ContentParts
+		if got != nil {
+			parts = got.Parts
+		}
+		t.Errorf("the agent got parts %+v; want [data {first:1}, text second (metadata k:t), text fourth]", parts)
+	}
+}
