@@ -243,8 +243,8 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		}
 		wait := h.backoff(attempt, be.RetryAfter)
 		h.m.retries.WithLabelValues(h.pool, name).Inc()
-		h.cfg.log.Info("upstream call failed before any frame; retrying", "pool", h.pool, "upstream", name,
-			"request_id", env.RequestID, "code", be.Code, "attempt", attempt+1, "wait", wait)
+		h.cfg.log.Info("upstream call failed before any frame; retrying", append(requestAttrs(env), "pool", h.pool, "upstream", name,
+			"code", be.Code, "attempt", attempt+1, "wait", wait)...)
 		if serr := h.cfg.sleep(ctx, wait); serr != nil {
 			break
 		}
@@ -262,11 +262,26 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	var be *Error
 	if errors.As(err, &be) {
 		be = h.scrubbed(be)
-		h.cfg.log.Warn("upstream call failed", "pool", h.pool, "upstream", name, "request_id", env.RequestID,
-			"code", be.Code, "retryable", be.Retryable, "frames_written", cw.n, "answer_bytes", cw.bytes, "err", be.Message)
+		h.cfg.log.Warn("upstream call failed", append(requestAttrs(env), "pool", h.pool, "upstream", name,
+			"code", be.Code, "retryable", be.Retryable, "frames_written", cw.n, "answer_bytes", cw.bytes, "err", be.Message)...)
 		return be.AgentError()
 	}
 	return err
+}
+
+// requestAttrs are the log attributes that name env's request as the
+// agent runtime's request log does: its id, and its correlation id and
+// W3C traceparent when it has them (a valid one only), so that a bridge's
+// log line of a request is found by any of them.
+func requestAttrs(env *e2a.Envelope) []any {
+	attrs := []any{"request_id", env.RequestID}
+	if env.CorrelationID != "" {
+		attrs = append(attrs, "correlation_id", env.CorrelationID)
+	}
+	if tc := e2a.CleanTrace(env.Trace); tc != nil && tc.Traceparent != "" {
+		attrs = append(attrs, "traceparent", tc.Traceparent)
+	}
+	return attrs
 }
 
 // classify is Classify for a call made with ctx, the request's context:

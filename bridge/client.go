@@ -397,9 +397,12 @@ func (t refusingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	t.c.SetHeaders(r.Context(), r.Header, nil)
-	return t.c.rt.RoundTrip(r)
+	ctx, span := startCallSpan(r.Context(), r)
+	r = r.Clone(ctx)
+	t.c.SetHeaders(ctx, r.Header, nil)
+	resp, err := t.c.rt.RoundTrip(r)
+	endCallSpan(span, resp, err)
+	return resp, err
 }
 
 // SetHeaders sets the credentials and the W3C trace context on h: the
@@ -431,10 +434,12 @@ func (c *Client) SetHeaders(ctx context.Context, h http.Header, env *e2a.Envelop
 // an HTTP/2 stream error) is, by Classify, upstream_unavailable. The
 // caller closes it.
 func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error) {
-	ctx, cancel := context.WithCancelCause(req.Context())
+	ctx, span := startCallSpan(req.Context(), req)
+	ctx, cancel := context.WithCancelCause(ctx)
 	req = req.WithContext(ctx)
 	c.SetHeaders(ctx, req.Header, env)
 	resp, err := c.http.Do(req)
+	endCallSpan(span, resp, err)
 	if err != nil {
 		cancel(nil)
 		if cause := context.Cause(ctx); errors.Is(cause, ErrIdleTimeout) {

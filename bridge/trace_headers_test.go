@@ -3,13 +3,17 @@ package bridge
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // traceUpstream is an upstream recording the traceparent of each call.
@@ -77,5 +81,47 @@ func TestInvalidTraceparentNotForwardedToUpstream(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("upstream not called")
+	}
+}
+
+// TestFailureLogNamesTraceAndCorrelation: the bridge's log lines of a
+// request's failed upstream call (the retry's and the failure's) carry
+// its correlation id and traceparent, as the agent runtime's request log
+// does (docs/operations.md: logs carry the traceparent where known); they
+// had the request id alone, so a trace's failure could not be found in
+// the bridge's log.
+func TestFailureLogNamesTraceAndCorrelation(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.Buffer
+	h, err := New("p", &clientUpstream{c: c, url: srv.URL + "/agent"}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		WithMetrics(prometheus.NewRegistry()), WithRetry(1, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &e2a.Envelope{RequestID: "r-log", CorrelationID: "corr-9", Trace: &e2a.TraceContext{Traceparent: tp}}
+	if err := h.Serve(context.Background(), env, &recWriter{}); err == nil {
+		t.Fatal("Serve of an upstream answering 503: no error")
+	}
+	for _, msg := range []string{"upstream call failed before any frame; retrying", "upstream call failed"} {
+		found := false
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, `msg="`+msg+`"`) {
+				found = true
+				if !strings.Contains(line, "traceparent="+tp) || !strings.Contains(line, "correlation_id=corr-9") || !strings.Contains(line, "request_id=r-log") {
+					t.Errorf("log line %q lacks the request's traceparent, correlation id or id", line)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no %q line:\n%s", msg, logs.String())
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -374,12 +375,25 @@ func TestTraceBridgeUpstream(t *testing.T) {
 	if parent == nil {
 		t.Fatalf("the upstream's parent span %s was not exported (spans %v)", parts[2], spanNames(ss))
 	}
+	if parent.Name != "POST" || parent.SpanKind != trace.SpanKindClient || !hasIntAttr(parent.Attributes, "http.response.status_code", 200) {
+		t.Errorf("the upstream's parent span is %q (kind %v, %v); want the bridge's client span POST with status 200", parent.Name, parent.SpanKind, parent.Attributes)
+	}
 	for s := parent; s.Name != "process br"; {
 		s = spanByID(ss, s.Parent.SpanID())
 		if s == nil {
 			t.Fatalf("the upstream's parent span %q is not under process br", parent.Name)
 		}
 	}
+}
+
+// hasIntAttr reports whether attrs hold key with the integer value v.
+func hasIntAttr(attrs []attribute.KeyValue, key string, v int64) bool {
+	for _, a := range attrs {
+		if string(a.Key) == key && a.Value.Type() == attribute.INT64 && a.Value.AsInt64() == v {
+			return true
+		}
+	}
+	return false
 }
 
 func spanNames(ss tracetest.SpanStubs) []string {

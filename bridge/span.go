@@ -1,0 +1,47 @@
+package bridge
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/e2a-pipeline/pipeline/internal/tracing"
+)
+
+const tracerName = "github.com/e2a-pipeline/pipeline/bridge"
+
+// startCallSpan starts the client span of one HTTP call to the upstream
+// (each attempt of a retried call, each poll and resubscription its own),
+// child of ctx's span (the request's process span): the upstream's
+// traceparent then names it, and a trace shows each attempt, its status
+// and the time to its answer's head (a streamed body is read after). Its attributes are the method, the upstream's scheme,
+// host and port (never its path or query: a key may ride in either). With
+// tracing off it is a no-op span and ctx's own context is sent.
+func startCallSpan(ctx context.Context, r *http.Request) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{attribute.String("http.request.method", r.Method),
+		attribute.String("url.scheme", r.URL.Scheme), attribute.String("server.address", r.URL.Hostname())}
+	if p, err := strconv.Atoi(r.URL.Port()); err == nil {
+		attrs = append(attrs, attribute.Int("server.port", p))
+	}
+	return tracing.Tracer(tracerName).Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// endCallSpan ends a call's span with its answer's status, or err: a
+// transport failure or a status of 400 or more is an error.
+func endCallSpan(span trace.Span, resp *http.Response, err error) {
+	switch {
+	case err != nil:
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "upstream call failed")
+	case resp != nil:
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+		if resp.StatusCode >= 400 {
+			span.SetStatus(codes.Error, strconv.Itoa(resp.StatusCode))
+		}
+	}
+	span.End()
+}
