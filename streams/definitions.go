@@ -56,7 +56,9 @@ func (c Config) RequestsStreamConfig() jetstream.StreamConfig {
 
 // ResponsesStreamConfig returns the definition of E2A_RESPONSES: subjects
 // e2a.resp.> (messages of one frame or a burst of frames on e2a.resp.<id>;
-// e2a.resp.<id>.lease held the leases of earlier versions' workers),
+// e2a.resp.<id>.lease the lease a worker stores when it takes a
+// redelivered request over, fencing what an earlier delivery's writer may
+// still publish: agent's resume),
 // limits retention, ResponsesMaxAge and ResponsesMaxBytes (DiscardOld), the
 // Duplicates window, direct gets allowed, fast batch publishing allowed
 // (workers of earlier versions wrote frames in fast batches fenced on the
