@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/render"
@@ -27,6 +29,30 @@ func AgentVaultError(err error) *jsonrpc.Error {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: egress.ClientMessage(err), Data: d}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeAVServerError, Message: egress.ClientMessage(err), Data: d}
+}
+
+// admitAgentVaultModes applies the input modes of pool to an AgentVault
+// message (tasks/send, tasks/sendSubscribe with a message) before anything
+// is published, as admitProfile does to A2A v0.3's: a file part of a media
+// type the pool does not accept is -32005 naming the pool and its modes
+// (the profile leaves -320xx codes past -32004 to the server), as
+// message/send of it gets on the same endpoint. It was published and
+// reached the agent. The pool's other capabilities (streaming, required
+// extensions) are A2A's: the profile declares neither. It answered rep
+// when it returns false; protocol other than AgentVault's passes.
+func (d *frontDoor) admitAgentVaultModes(rep host.Reply, in host.Call, protocol, pool string, env *e2a.Envelope) bool {
+	if protocol != normalizer.ProtocolAgentVault || env == nil {
+		return true
+	}
+	var modes []string
+	if pr, ok := d.h.(Profiles); ok {
+		_, _, modes = pr.PoolCapabilities(in.Ctx, pool)
+	}
+	if err := normalizer.CheckInputModes(env, pool, modes); err != nil {
+		rep.Error(&jsonrpc.Error{Code: normalizer.JSONRPCCode(err), Message: egress.ClientMessage(err)})
+		return false
+	}
+	return true
 }
 
 // avNotification is the reply to an AgentVault notification (a call

@@ -212,6 +212,9 @@ type avStream struct {
 	held    [2]avHeld
 	heldKey string
 	prevID  string
+	// heldNow: a held message has text of the frame being rendered, whose
+	// id comes after prevID: flushed then, it carries no id of its own.
+	heldNow bool
 	// chunkLLM is the llm_response_id of the frame rendered when it is a
 	// content chunk (chunk: a2amap.ContentChunk), whose text is held by
 	// model response.
@@ -290,13 +293,13 @@ func (r *avStream) Frame(f *render.Frame) error {
 		r.event(ev, f.IsFinal(), dataID, ts)
 	}
 	if f.IsFinal() {
+		// The held answer keeps the id of the frames its text is from
+		// (flush), so that a client cut between it and the final status
+		// resumes after it and gets the end only; it had none, the status's
+		// event the turn's only id, and a client that had the answer got it
+		// again. Resumed after it, the mapper knows of the streamed text
+		// (Prime): the final frame's result is not sent as the answer.
 		r.flush()
-		// The turn's last events go together, under its last frame's id
-		// (resumed from that frame, a stream that saw no content replays
-		// the result: a2amap.Mapper.Events).
-		for i := range r.outs {
-			r.outs[i].id = ""
-		}
 	}
 	id := r.idPrefix + render.SeqID(f)
 	for i, o := range r.outs {
@@ -308,7 +311,7 @@ func (r *avStream) Frame(f *render.Frame) error {
 			return err
 		}
 	}
-	r.prevID = id
+	r.prevID, r.heldNow = id, false
 	return nil
 }
 
@@ -335,10 +338,10 @@ func (r *avStream) flush() {
 		h.ev = nil
 		h.text.Reset()
 	}
-	if last < len(r.outs) {
+	if last < len(r.outs) && !r.heldNow {
 		r.outs[last].id = r.prevID
 	}
-	r.heldKey = ""
+	r.heldKey, r.heldNow = "", false
 }
 
 // parts adds the agent's parts of id (avAgentParts): a message or an
@@ -372,6 +375,7 @@ func (r *avStream) text(id string, t a2a.TextPart, ts string) {
 	}
 	h.text.WriteString(t.Text)
 	h.ev.Timestamp = ts
+	r.heldNow = true
 }
 
 // runKey is the run of messages text of the artifact id (thought: its
@@ -498,8 +502,12 @@ func (r *avStream) End(err error) error {
 // the user's messages and the agent's (avAgentParts: its reasoning, its
 // answers, each a message; data parts artifacts), then a failure's
 // message, or the question of a task waiting for input. createdAt is the
-// first request's envelope timestamp.
+// first request's envelope timestamp, written as updatedAt and the
+// events' timestamps are (UTC, "Z": avTime; the envelope's is "+00:00").
 func AgentVaultTask(t *a2a.Task, createdAt string) AVTask {
+	if ts, err := e2a.ParseTime(createdAt); err == nil {
+		createdAt = avTime(&ts)
+	}
 	out := AVTask{ID: string(t.ID), State: avState(t.Status.State), CreatedAt: createdAt,
 		UpdatedAt: avTime(t.Status.Timestamp), Messages: []AVMessage{}, Artifacts: []AVArtifact{}}
 	if out.UpdatedAt == "" {
@@ -517,7 +525,7 @@ func AgentVaultTask(t *a2a.Task, createdAt string) AVTask {
 		switch {
 		case m == nil:
 		case m.Role == a2a.MessageRoleUser:
-			avUserParts(m.Parts, msg)
+			avUserParts(m.Parts, m.Metadata, msg)
 		default:
 			avAgentParts(m.ID, m.Parts, m.Metadata, msg, art)
 		}
@@ -612,13 +620,15 @@ func avMeta(thought bool, meta map[string]any) map[string]any {
 	return nil
 }
 
-// avUserParts adds a user message of id, all its parts (data parts as
-// {type: data, content}: avParts). Its data parts were shown as artifacts
+// avUserParts adds a user message, all its parts (data parts as
+// {type: data, content}: avParts) and the metadata it was sent with (the
+// profile's Message.metadata, an mcp_context: the envelope's
+// a2a_metadata; it was shown null). Its data parts were shown as artifacts
 // under the task's id, as if the agent had made them, and a message of
 // data parts only was missing from the messages.
-func avUserParts(parts a2a.ContentParts, msg func(AVMessage)) {
+func avUserParts(parts a2a.ContentParts, meta map[string]any, msg func(AVMessage)) {
 	if len(parts) > 0 {
-		msg(AVMessage{Role: "user", Parts: avParts(parts)})
+		msg(AVMessage{Role: "user", Parts: avParts(parts), Metadata: meta})
 	}
 }
 

@@ -45,7 +45,10 @@ func avRebuilt(t *testing.T, body []byte) (msgs []AVMessage, arts []AVArtifact) 
 	return msgs, arts
 }
 
-// avRender is the AgentVault SSE body of sc's frames from sequence from.
+// avRender is the AgentVault SSE body of sc's frames from sequence from,
+// the frames before it given to the renderer's Prime first, as egress
+// gives a resumed stream's renderer the frames its reader meets on its way
+// to the resume point (render.Primer).
 func avRender(t *testing.T, sc conformance.Scenario, from int64) []byte {
 	t.Helper()
 	w := httptest.NewRecorder()
@@ -53,6 +56,21 @@ func avRender(t *testing.T, sc conformance.Scenario, from int64) []byte {
 	r := NewAgentVaultStream(o, sc.RequestID(), AgentVaultParams{TaskID: "task-002"})
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if p, ok := r.(render.Primer); ok && from > 0 {
+		for i, f := range sc.Frames {
+			if f.Sequence >= from {
+				continue
+			}
+			raw, _ := json.Marshal(f)
+			hf, err := render.HeadFrame(raw, uint64(i+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Prime(hf); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	renderFramesFrom(t, r, sc.Frames, from)
 	if err := r.End(nil); err != nil {

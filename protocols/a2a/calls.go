@@ -346,7 +346,8 @@ func (d *frontDoor) admitSend(rep host.Reply, in host.Call, tc host.TaskCaller, 
 	if prev != nil && prev.Pool != "" && in.Agent == "" {
 		res.Pool = prev.Pool
 	}
-	return prev, d.admitProfile(rep, in, protocol, res.Pool, method, res.Envelope)
+	return prev, d.admitProfile(rep, in, protocol, res.Pool, method, res.Envelope) &&
+		d.admitAgentVaultModes(rep, in, protocol, res.Pool, res.Envelope)
 }
 
 // admitTurn checks env's task against the caller before anything is
