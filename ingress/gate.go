@@ -170,17 +170,30 @@ func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n 
 	return nil, false
 }
 
-// stdioGate is the gate of a message read on stdio: no credentials can be
-// presented there (the local process is the trust boundary), so the
-// principal is the anonymous one (refused when the server's auth has no
-// none scheme), charged n requests of its rate limit.
+// stdioGate is the gate of a message read on stdio, charged n requests of
+// its principal's rate limit. Under the server's auth its principal is the
+// one of the connection's credential (WithStdioCredential in ctx),
+// authenticated for each message, so that a key removed or a token expired
+// stops working mid-session; without one it is the anonymous principal,
+// refused when the auth has no none scheme. Refusals are ACP's: -32000
+// (authentication required) for a missing or refused credential, -32003
+// for a disabled principal. Without auth every message is anonymous.
 func (s *Server) stdioGate(ctx context.Context, protocol string, n int) (Principal, *failure, bool) {
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
 	if s.opts.auth != nil {
 		var err error
-		if p, err = s.opts.auth.Anonymous(); err != nil {
+		if cred, ok := stdioCredential(ctx); ok {
+			p, err = s.opts.auth.AuthenticateHeader(cred.Clone())
+		} else {
+			p, err = s.opts.auth.Anonymous()
+		}
+		if err != nil {
 			s.metrics.authFailures.WithLabelValues(protocol).Inc()
-			return p, &failure{Status: AuthStatus(err), Code: "unauthenticated", Message: err.Error(), RPCCode: jsonrpc.CodeACPAuthRequired}, true
+			f := s.authRefusal(http.Header{}, err)
+			if f.RPCCode == jsonrpc.CodeAuthentication {
+				f.RPCCode = jsonrpc.CodeACPAuthRequired
+			}
+			return p, &f, true
 		}
 	}
 	f, canceled := s.rateLimit(ctx, p, protocol, n, http.Header{}, n > 1)

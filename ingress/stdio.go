@@ -28,10 +28,15 @@ import (
 // message is decoded and answered by the same code as POST /acp of s
 // (package jsonrpc and the calls of package protocols/acp, its registered
 // endpoint), so both transports behave the same (the envelopes' channel is
-// "stdio"). No credential can be presented
-// on stdio (the local process is the trust boundary): messages run as the
-// anonymous principal, and are refused with -32000 when s has auth without
-// the none scheme. Nothing but protocol messages is written to out. A line
+// "stdio"). Under s's auth (WithAuth) each message is authenticated with
+// the credential ctx carries (WithStdioCredential, the editor's, which
+// `e2a acp` reads from its environment), whose principal then owns the
+// session's turns exactly as over HTTP; a message it no longer
+// authenticates (a key removed, a token expired) is refused with -32000
+// (-32003 for a disabled principal). Without a credential messages run as
+// the anonymous principal, refused with -32000 when the auth has no none
+// scheme; without auth, as the anonymous principal. Nothing but protocol
+// messages is written to out. A line
 // over the body limit is answered -32600 to the id found at its start
 // (overlongID), so the client's call returns.
 //

@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
@@ -19,8 +21,10 @@ import (
 // JSON-RPC on stdin/stdout, logs on stderr only. With E2A_NATS_URL it
 // forwards to that pipeline; without, it starts the embedded server (on a
 // free port unless E2A_NATS_PORT is set) and the demo agent in process.
-// There is no HTTP auth: the local process is the trust boundary, and the
-// NATS credentials gate the pipeline.
+// It holds a stage's NATS credentials, so the pipeline's auth (E2A_API_KEYS,
+// E2A_AUTH_*, …, as e2a serve reads them) applies to it too: under auth
+// that is not open it acts as the principal of the editor's credential
+// (acpCredential), checked at start and for each message.
 func runACP(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("acp", flag.ContinueOnError)
 	pool := fs.String("pool", cfg.DefaultPool, "agent pool the prompts go to (unless E2A_ROUTES says otherwise)")
@@ -33,6 +37,18 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 	log, err := processLogger(cfg)
 	if err != nil {
 		return err
+	}
+	auth, err := ingress.LoadAuth(os.Getenv)
+	if err != nil {
+		return err
+	}
+	serveCtx, principal, err := acpCredential(ctx, auth, os.Getenv)
+	if err != nil {
+		return err
+	}
+	if auth.Open() && (os.Getenv(envACPAPIKey) != "" || os.Getenv(envACPBearerToken) != "") {
+		log.Warn("acp: the pipeline's auth is open (no E2A_API_KEYS, E2A_AUTH_*…): the editor's credential is not used, prompts are anonymous",
+			"variables", credentialVar(os.Getenv))
 	}
 	if _, set := os.LookupEnv("E2A_NATS_PORT"); !set && cfg.NatsURL == "" {
 		cfg.NATSPort = 0 // several editors may each spawn one
@@ -63,6 +79,7 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 		ingress.WithMaxBodyBytes(cfg.MaxBodyBytes),
 		ingress.WithRegisterer(reg),
 		ingress.WithLogger(log),
+		ingress.WithAuth(auth),
 	}
 	if cfg.Routes != "" {
 		routes, err := normalizer.ParseRoutes(cfg.Routes)
@@ -75,6 +92,60 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("acp: serving on stdio", "pool", *pool, "embedded", cfg.NatsURL == "")
-	return ingress.ServeACPStdio(ctx, os.Stdin, os.Stdout, in)
+	log.Info("acp: serving on stdio", "pool", *pool, "embedded", cfg.NatsURL == "", "principal", principal)
+	return ingress.ServeACPStdio(serveCtx, os.Stdin, os.Stdout, in)
+}
+
+// The editor's credential for `e2a acp` under the pipeline's auth, in the
+// environment the editor spawns it with.
+const (
+	envACPAPIKey      = "E2A_ACP_API_KEY"
+	envACPBearerToken = "E2A_ACP_BEARER_TOKEN"
+)
+
+// credentialVar names the variables of the editor's credential that are set.
+func credentialVar(getenv func(string) string) string {
+	var set []string
+	for _, v := range []string{envACPAPIKey, envACPBearerToken} {
+		if getenv(v) != "" {
+			set = append(set, v)
+		}
+	}
+	return strings.Join(set, ",")
+}
+
+// acpCredential returns ctx carrying the editor's credential
+// (E2A_ACP_API_KEY or E2A_ACP_BEARER_TOKEN) for the stdio door when auth
+// is not open, and the name of its principal, which it authenticates
+// once here: a missing, doubled or refused credential is an error naming
+// the variables, never quoting the secret. Under open auth (the default)
+// the stdio door stays anonymous ("" principal) and a credential given
+// is ignored.
+func acpCredential(ctx context.Context, auth *ingress.Auth, getenv func(string) string) (context.Context, string, error) {
+	key, token := strings.TrimSpace(getenv(envACPAPIKey)), strings.TrimSpace(getenv(envACPBearerToken))
+	if auth.Open() {
+		return ctx, "", nil
+	}
+	var h http.Header
+	from := envACPAPIKey
+	switch {
+	case key == "" && token == "":
+		return nil, "", fmt.Errorf("the pipeline's auth is on (schemes %s): set %s (an API key) or %s (a bearer or OAuth 2.0 access token) "+
+			"to the editor's credential; e2a acp acts as its principal", strings.Join(auth.Schemes(), ","), envACPAPIKey, envACPBearerToken)
+	case key != "" && token != "":
+		return nil, "", fmt.Errorf("set one of %s and %s, not both", envACPAPIKey, envACPBearerToken)
+	case key != "":
+		h = http.Header{ingress.HeaderAPIKey: {key}}
+	default:
+		h, from = http.Header{"Authorization": {"Bearer " + token}}, envACPBearerToken
+	}
+	p, err := auth.AuthenticateHeader(h)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", from, err)
+	}
+	ctx, err = ingress.WithStdioCredential(ctx, h)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", from, err)
+	}
+	return ctx, p.UserID, nil
 }

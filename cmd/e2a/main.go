@@ -167,6 +167,11 @@ var helps = map[string]commandHelp{
 	"acp": {usage: "e2a acp [--pool NAME]", about: "Speaks ACP on stdin/stdout (logs on stderr), for editors that spawn an agent.",
 		env: fmt.Sprintf(natsEnv, "empty = an embedded server with the demo agent") + `  E2A_DEFAULT_POOL, E2A_ROUTES
                             where prompts go
+  E2A_API_KEYS, E2A_BEARER_TOKENS, E2A_AUTH_*, E2A_OAUTH2_*
+                            the pipeline's auth, as e2a serve reads it (default: none, every prompt anonymous)
+  E2A_ACP_API_KEY           under that auth, the editor's API key: e2a acp acts as its principal (checked at
+                            start, where a missing or refused one stops it, and for each message; never logged)
+  E2A_ACP_BEARER_TOKEN      or its bearer token or OAuth 2.0 access token, instead
 `},
 	"streams": {usage: "e2a streams apply", about: "Creates or updates every stream and KV bucket (run it as the NATS admin user, first).",
 		env: fmt.Sprintf(natsEnv, "required") + `  E2A_REPLICAS              replicas of every stream (3 in production)
