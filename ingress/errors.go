@@ -58,6 +58,29 @@ func (e workflowTurnError) Error() string {
 
 func (e workflowTurnError) Unwrap() error { return errWorkflowTurn }
 
+// poolTurnError refuses a turn of a task (or ACP session) of the caller's
+// sent through the door of another pool than the one holding it
+// (turnCond.pool): that pool's agent never saw the task and would run the
+// turn without its history. It matches ErrConflict, each door's conflict
+// answer (host.ErrTurnConflict: E2A 409 conflict, JSON-RPC -32602), and
+// its text names the task and its pool: only a principal who may write
+// the record is told (appendAfter checks that first).
+type poolTurnError struct{ kind, id, pool string }
+
+func (e poolTurnError) Error() string {
+	what := "task"
+	if e.kind == KindSession {
+		what = "session"
+	}
+	return fmt.Sprintf("ingress: %s %q is held by pool %q: its turns go to that pool; send this one there, or naming no pool", what, e.id, e.pool)
+}
+
+func (e poolTurnError) Unwrap() error { return errPoolTurn }
+
+// errPoolTurn is the kind of poolTurnError: an ErrConflict whose text is
+// the client's (host.ErrTurnConflict).
+var errPoolTurn = fmt.Errorf("%w: a task of another pool", ErrConflict)
+
 // errWorkflowTurn is the kind of workflowTurnError: an ErrConflict whose
 // text is the client's (host.ErrTurnConflict).
 var errWorkflowTurn = fmt.Errorf("%w: a workflow execution's task", ErrConflict)

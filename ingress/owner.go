@@ -253,10 +253,14 @@ func (s *Server) checkFrames(ctx context.Context, p Principal, requestID string,
 // freshIDs records the ids the pipeline made for one call
 // (normalizer.Input.NewID): a request id among them was chosen by no
 // client and is published without a lookup (idFresh). A nil *freshIDs
-// makes ids without recording them; it is safe for concurrent use.
+// makes ids without recording them; it is safe for concurrent use. It
+// also records the pool the call named (its input's agent: ?agent=, a
+// pool's path, an A2A tenant): a turn of a task sent so must be the task's
+// pool's (submit).
 type freshIDs struct {
-	mu  sync.Mutex
-	ids []string
+	mu    sync.Mutex
+	ids   []string
+	agent string
 }
 
 // maxFreshIDs bounds what one call records (a request id, a context id,
@@ -284,6 +288,27 @@ func (f *freshIDs) newID() string {
 		f.mu.Unlock()
 	}
 	return id
+}
+
+// setAgent records agent as the pool the call named ("": none).
+func (f *freshIDs) setAgent(agent string) {
+	if f == nil || agent == "" {
+		return
+	}
+	f.mu.Lock()
+	f.agent = agent
+	f.mu.Unlock()
+}
+
+// namedPool is the pool the call named (setAgent), "" when it named none
+// or f is nil.
+func (f *freshIDs) namedPool() string {
+	if f == nil {
+		return ""
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.agent
 }
 
 // origin is idFresh for an id f recorded, else idChosen.

@@ -645,6 +645,7 @@ var hostKinds = []struct{ ingress, host error }{
 	{ErrUnknownPool, host.ErrUnknownPool},
 	{errContextConflict, host.ErrContextConflict}, // before ErrConflict, which it matches
 	{errWorkflowTurn, host.ErrTurnConflict},       // the same
+	{errPoolTurn, host.ErrTurnConflict},           // the same
 	{ErrConflict, host.ErrConflict},
 	{ErrTooLarge, host.ErrTooLarge},
 	{ErrBackpressure, host.ErrBackpressure},

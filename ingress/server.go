@@ -336,6 +336,7 @@ func (s *Server) inputFrom(header http.Header, body []byte, p Principal, agent s
 		RequestID: header.Get("Idempotency-Key")}
 	if fresh != nil {
 		in.NewID = fresh.newID
+		fresh.setAgent(agent)
 	}
 	if p.UserID != "" {
 		// With authentication off (the none scheme alone) the principal is

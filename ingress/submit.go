@@ -71,7 +71,9 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 	var acc Accepted
 	origin := fresh.origin(env.RequestID)
 	if sub.Turn != nil {
-		acc, err = s.publishTurn(ctx, p, sub.Pool, env, *sub.Turn, origin, owner)
+		// A turn sent through a pool's door (the call named a pool) must
+		// be its task's pool's: a door naming none sends it there.
+		acc, err = s.publishTurn(ctx, p, sub.Pool, env, *sub.Turn, origin, owner, fresh.namedPool() != "")
 	} else {
 		acc, err = s.publishTimed(ctx, p, sub.Pool, env, nil, origin, owner)
 	}
@@ -89,7 +91,9 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 
 // claimsContext reports whether sub's context id is claimed (or checked as
 // the caller's: claimContext) before anything is published: when the front
-// door asks (ClaimContext: a new A2A task), and for any context id other
+// door asks (ClaimContext: a new A2A task), for a turn that gives its task
+// its context (host.Turn.NewContext: the first turn of a task E2A starts,
+// whose context_id its record then holds), and for any context id other
 // than the one of the task the submission is a turn of, whatever its front
 // door says: an E2A request's context_id (POST /v1/requests, a pool's
 // path), which no front door claims, was taken in another principal's
@@ -100,7 +104,7 @@ func claimsContext(sub host.Submission) bool {
 	if sub.Envelope.ContextID == "" {
 		return false
 	}
-	return sub.ClaimContext || sub.Turn == nil || sub.Turn.Created || sub.Turn.Task.ContextID != sub.Envelope.ContextID
+	return sub.ClaimContext || sub.Turn == nil || sub.Turn.Created || sub.Turn.NewContext || sub.Turn.Task.ContextID != sub.Envelope.ContextID
 }
 
 // undoBefore calls undo (when not nil), what takes back the Before of a

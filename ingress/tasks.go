@@ -398,6 +398,29 @@ type turnCond struct {
 	// execution's next turn, run by the workflow pool, and the execution
 	// would read as that turn's answer.
 	nonWorkflow bool
+	// pool, when set, must be the record's pool (one naming none takes
+	// any), else poolTurnError, nothing written: a turn sent through
+	// another pool's door (publishTurn). The retry of a turn the record
+	// holds is not refused (answered as its duplicate), nor the first
+	// turn of an ACP session (see turnPool).
+	pool string
+	// turnPool is the pool the turn goes to. The first turn of an ACP
+	// session makes it the session's pool: session/new ran no agent (its
+	// record holds the pool its own call was routed to), the session's
+	// turns, their history, are that pool's from then on.
+	turnPool string
+}
+
+// poolRefusal is poolTurnError when cond.pool is not rec's pool (kind its
+// kind); nil for a session without turns yet (turnCond.turnPool).
+func (cond turnCond) poolRefusal(kind string, rec *TaskRecord) error {
+	if kind == KindSession && len(rec.RequestIDs) == 0 {
+		return nil
+	}
+	if cond.pool != "" && rec.Pool != "" && rec.Pool != cond.pool {
+		return poolTurnError{kind: kind, id: rec.ID, pool: rec.Pool}
+	}
+	return nil
 }
 
 // protocolRefusal is why cond refuses a turn of rec for the record's
@@ -459,6 +482,9 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 			if !write {
 				return rec, false, nil // the first turn again: its request is the record
 			}
+			if err := cond.poolRefusal(kind, rec); err != nil {
+				return nil, false, err
+			}
 			if cond.after != "" && rec.Before(requestID) != cond.after {
 				return nil, false, fmt.Errorf("%w: task %s", errRecordMoved, key)
 			}
@@ -494,8 +520,14 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 		if slices.Contains(rec.RequestIDs, requestID) {
 			return &rec, false, nil // idempotent retry
 		}
+		if err := cond.poolRefusal(kind, &rec); err != nil {
+			return nil, false, err
+		}
 		if err := cond.refusal(&rec, key); err != nil {
 			return nil, false, err
+		}
+		if kind == KindSession && len(rec.RequestIDs) == 0 && cond.turnPool != "" {
+			rec.Pool = cond.turnPool
 		}
 		rec.RequestIDs = append(rec.RequestIDs, requestID)
 		rec.addWriter(by)

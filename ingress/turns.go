@@ -46,9 +46,19 @@ const removeTimeout = 5 * time.Second
 // the cancel turn running until its final frame is stored. A turn of an
 // ACP session received before a session/cancel whose mark its append
 // reads (TaskRecord.CancelBefore) is cancelled once published
-// (cancelReceivedBefore).
-func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner string) (Accepted, error) {
-	return s.publishTurnIf(ctx, p, pool, env, of, origin, contextOwner, turnCond{open: of.Task.Protocol == normalizer.ProtocolA2A})
+// (cancelReceivedBefore). With poolNamed (the call named the pool: a
+// pool's door, ?agent=, an A2A tenant) a turn of a record another pool
+// holds is refused, nothing written or published (turnCond.pool,
+// poolTurnError): that pool's agent has run its turns and holds its
+// history, this one's never saw it. A door naming no pool sends a turn to
+// its record's pool itself. The first turn of an ACP session makes its
+// pool the session's (turnCond.turnPool).
+func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner string, poolNamed bool) (Accepted, error) {
+	cond := turnCond{open: of.Task.Protocol == normalizer.ProtocolA2A, turnPool: pool}
+	if poolNamed {
+		cond.pool = pool
+	}
+	return s.publishTurnIf(ctx, p, pool, env, of, origin, contextOwner, cond)
 }
 
 // publishTurnIf is publishTurn; a turn of an existing record (of.Created

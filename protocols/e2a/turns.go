@@ -33,9 +33,12 @@ import (
 // naming no context_id joins the task's context; one naming another
 // context than the one the task's record holds is refused 400
 // invalid_request (A2A's doors: -32602), but for the retry of a turn the
-// task holds already (answered as its duplicate). A task E2A started
-// records no context (its context_id is claimed by each turn instead:
-// ingress claimsContext), so its turns are not checked.
+// task holds already (answered as its duplicate). A task E2A starts
+// records its first turn's context_id; a task whose record holds none
+// (its first turn named none) takes the one a later turn names. Either
+// is claimed for the caller as a new task's context (host.Turn.NewContext:
+// another principal's is refused 409 conflict) and holds the task's later
+// turns to it.
 //
 // A session_id that names an ACP session (a record ACP's session/new
 // made) makes the request a turn of that session when it names no task,
@@ -67,12 +70,15 @@ func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e
 		refuseTurn(w, err, "task_id")
 		return nil, false
 	}
+	newContext := false
 	if t == nil {
-		// A new task, the caller's. No context is recorded on it: its
-		// context_id is claimed for the caller when the request is
-		// submitted (another principal's is a conflict, "context_id is
-		// already in use"), as an A2A message claims its context.
-		t = &host.Task{Session: host.Session{ID: env.TaskID, Protocol: normalizer.ProtocolE2A, Pool: pool}}
+		// A new task, the caller's, in the context its first turn names
+		// (none when it names none): recorded on the task, and claimed for
+		// the caller when the request is submitted (another principal's is
+		// a conflict, "context_id is already in use"), as an A2A message
+		// claims its context.
+		t = &host.Task{Session: host.Session{ID: env.TaskID, Protocol: normalizer.ProtocolE2A, Pool: pool}, ContextID: env.ContextID}
+		newContext = env.ContextID != ""
 	} else {
 		// A request the task's record holds already is a retry of an
 		// accepted turn (the same request_id, or Idempotency-Key): Submit
@@ -84,9 +90,16 @@ func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e
 				return nil, false
 			}
 		}
-		if env.ContextID == "" {
+		switch {
+		case env.ContextID == "":
 			env.ContextID = t.ContextID
-		} else if t.ContextID != "" && env.ContextID != t.ContextID && (env.RequestID == "" || !slices.Contains(t.RequestIDs, env.RequestID)) {
+		case t.ContextID == "":
+			// The task has no context yet (its first turn named none, or
+			// it was started before E2A recorded one): this turn's becomes
+			// its context, claimed as a new task's, as A2A's doors take a
+			// message naming a context for a task E2A started.
+			newContext = true
+		case env.ContextID != t.ContextID && (env.RequestID == "" || !slices.Contains(t.RequestIDs, env.RequestID)):
 			// A turn of a task runs in the task's context, as A2A's
 			// doors require of a message continuing a task (-32602): in
 			// another one an agent (or a bridged upstream) would take it
@@ -98,7 +111,11 @@ func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e
 			return nil, false
 		}
 	}
-	return &host.Turn{Task: *t}, true
+	turn = &host.Turn{Task: *t, NewContext: newContext}
+	if newContext {
+		turn.Task.ContextID = env.ContextID // recorded on the task (the record as read is left alone)
+	}
+	return turn, true
 }
 
 // refuseTurn answers an error of admitTurn's checks, or of the turn's

@@ -28,7 +28,9 @@ var (
 	ErrContextConflict = fmt.Errorf("%w: the context id", ErrConflict)
 	// ErrTurnConflict is the ErrConflict of a turn the caller's own task
 	// takes from no message of this kind (a message naming a workflow
-	// execution): its text, which names only the caller's task, is the
+	// execution) or through no such door (a pool's door, ?agent=, naming
+	// another pool than the one holding the task or ACP session): its
+	// text, which names only the caller's task and its pool, is the
 	// client's message (it matches ErrConflict too).
 	ErrTurnConflict = fmt.Errorf("%w: the task takes no such message", ErrConflict)
 	// ErrTooLarge: the encoded envelope is larger than the pipeline

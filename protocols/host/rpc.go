@@ -217,6 +217,13 @@ type Turn struct {
 	// is no record to read first; the request stands for the record until
 	// a second turn writes one.
 	Created bool
+	// NewContext: the turn gives its task its context (Task.ContextID, the
+	// envelope's): the first turn of a task E2A starts, or a turn naming a
+	// context of a task whose record holds none. The context is recorded
+	// on the task (later turns naming another are refused) and claimed
+	// for the caller before anything is published, as a new task's
+	// (another principal's is [ErrContextConflict]).
+	NewContext bool
 	// Received, of a session's turn, is when the front door received it
 	// ([Call.Received]): a turn received before a cancel of the session
 	// ([SessionCanceler]) and recorded after it is cancelled once
