@@ -152,6 +152,7 @@ func (s *Server) servePeeked(w http.ResponseWriter, r *http.Request, e rpcEndpoi
 		s.serveRPC(w, r, e)
 		return
 	}
+	received := time.Now() // before the body is read: host.Call.Received
 	rec := &obs.StatusWriter{ResponseWriter: w}
 	body, ok := s.readRPCBody(rec, r)
 	if !ok {
@@ -167,7 +168,7 @@ func (s *Server) servePeeked(w http.ResponseWriter, r *http.Request, e rpcEndpoi
 	if refuse != nil {
 		e.shape = refuse
 	}
-	s.serveRPC(w, r, e)
+	s.serveRPCAt(w, r, e, received)
 }
 
 // counted counts every answer of h in the requests metric.

@@ -93,7 +93,12 @@ func (v *valueReply) Stream() http.ResponseWriter { return nil }
 // notifications answered with no content, batches answered element by
 // element (streaming methods refused inside them), one call otherwise.
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint) {
-	received := time.Now() // before the gate: host.Call.Received
+	s.serveRPCAt(w, r, e, time.Now()) // before the gate: host.Call.Received
+}
+
+// serveRPCAt is serveRPC of a request whose handling began at received
+// (servePeeked reads the body first).
+func (s *Server) serveRPCAt(w http.ResponseWriter, r *http.Request, e rpcEndpoint, received time.Time) {
 	rec := &statusRecorder{StatusWriter: obs.StatusWriter{ResponseWriter: w}}
 	method := "?"
 	defer func() { s.metrics.requests.WithLabelValues(e.protocol, method, strconv.Itoa(rec.Code)).Inc() }()

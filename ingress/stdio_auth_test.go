@@ -275,3 +275,26 @@ func TestStdioCredentialValidated(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestACPHTTPRefusalEchoesID: a refusal of the gate over HTTP (here, no
+// credential) answers the call's id when the body's is readable, as /a2a
+// does, so the client's call returns; a batch or an unreadable body gets
+// id null.
+func TestACPHTTPRefusalEchoesID(t *testing.T) {
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(pipetest.KeyAuth(t, map[string]string{"alice": stdioAliceKey}, nil))))
+	for body, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":1}}`:            `7`,
+		`{"jsonrpc":"2.0","id":"x-1","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`: `"x-1"`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"initialize"}`:                                     `null`,
+		`[{"jsonrpc":"2.0","id":8,"method":"initialize","params":{"protocolVersion":1}}]`:          `null`,
+		`{"jsonrpc":"2.0","id":9,`: `null`,
+	} {
+		code, m := postACP(t, p.URL, "", body)
+		if code != http.StatusUnauthorized || len(m) != 1 || m[0].Error == nil || m[0].Error.Code != jsonrpc.CodeACPAuthRequired {
+			t.Fatalf("%s: status %d, %+v", body, code, m)
+		}
+		if got := string(m[0].ID); got != want {
+			t.Errorf("%s: refused to id %s, want %s", body, got, want)
+		}
+	}
+}

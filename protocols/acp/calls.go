@@ -64,7 +64,7 @@ type sessionConfig struct {
 // POST /acp and stdio.
 func Endpoint(h host.RPCHost) host.RPCEndpoint {
 	f := &frontDoor{h: h}
-	return host.RPCEndpoint{Protocol: Name, Refuse: Refuse, Streaming: Streaming, Metric: Label, Serve: f.serve,
+	return host.RPCEndpoint{Protocol: Name, Refuse: Refuse, Streaming: Streaming, Metric: Label, Serve: f.serve, Peek: peek,
 		Lines: &host.Lines{CancelMethod: CancelRequest,
 			Cancelled: &jsonrpc.Error{Code: jsonrpc.CodeACPRequestCancelled, Message: "Request cancelled"},
 			Classify:  classify}}
@@ -77,6 +77,26 @@ func Refuse(w http.ResponseWriter, f host.Refusal) {
 		f.RPCCode = jsonrpc.CodeACPAuthRequired
 	}
 	host.RefuseJSONRPC(w, nil, f)
+}
+
+// peek is the endpoint's Peek: nothing is diverted, and the gate's
+// refusals over HTTP (a missing or refused credential, a rate limit)
+// answer the id of the body's call when it is readable (not a batch, a
+// valid JSON-RPC id), as Refuse does otherwise, so that the client's
+// call returns instead of waiting for an id that never comes.
+func peek(body []byte) (http.Handler, host.Refuse) {
+	return nil, func(w http.ResponseWriter, f host.Refusal) {
+		var head struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(body, &head) != nil || !jsonrpc.ValidID(head.ID) {
+			head.ID = nil
+		}
+		if f.RPCCode == jsonrpc.CodeAuthentication {
+			f.RPCCode = jsonrpc.CodeACPAuthRequired
+		}
+		host.RefuseJSONRPC(w, head.ID, f)
+	}
 }
 
 // method returns the method of the table.
