@@ -42,8 +42,8 @@ func Routes(h host.Host) []host.Route {
 // task_id not known yet starts a new task of the caller's. A session_id
 // naming an ACP session makes the request a turn of that session; any
 // other session_id is E2A's own label, with no record. A turn goes to the
-// pool of its task or session unless the client names a pool (?agent=, a
-// pool's path).
+// pool of its task or session; one naming another pool (?agent=, a pool's
+// path) is refused 409 conflict, nothing published.
 func NewHandler(h host.Host) http.Handler { return &frontDoor{h: h} }
 
 // frontDoor serves POST /v1/requests.
