@@ -59,12 +59,7 @@ func TestAgentVaultUserMetadataShown(t *testing.T) {
 		t.Fatalf("stream errors %v, task %q", s.errors, s.taskID)
 	}
 	task := alice.get(s.taskID)
-	var users []a2a.AVMessage
-	for _, m := range task.Messages {
-		if m.Role == "user" {
-			users = append(users, m)
-		}
-	}
+	users := avUserMessages(task)
 	if len(users) != 1 || avJSON(users[0].Metadata) != avJSON(map[string]any{"mcp_context": map[string]any{"user_pref": "celsius"}}) {
 		t.Errorf("tasks/get's user messages %s, want the one sent with its metadata", avJSON(users))
 	}

@@ -439,12 +439,7 @@ func TestAgentVaultUserDataMessageKept(t *testing.T) {
 		t.Fatalf("stream errors %v, task %q", s.errors, s.taskID)
 	}
 	task := alice.get(s.taskID)
-	var users []a2a.AVMessage
-	for _, m := range task.Messages {
-		if m.Role == "user" {
-			users = append(users, m)
-		}
-	}
+	users := avUserMessages(task)
 	if len(users) != 1 || len(users[0].Parts) != 1 || users[0].Parts[0].Type != "data" {
 		t.Errorf("tasks/get's user messages %s, want the one sent, its data part", avJSON(users))
 	}
@@ -453,4 +448,15 @@ func TestAgentVaultUserDataMessageKept(t *testing.T) {
 			t.Errorf("the user's data is listed as an artifact of the task: %s", avJSON(a))
 		}
 	}
+}
+
+// avUserMessages are the user's messages of task, as tasks/get lists them.
+func avUserMessages(task a2a.AVTask) []a2a.AVMessage {
+	var users []a2a.AVMessage
+	for _, m := range task.Messages {
+		if m.Role == "user" {
+			users = append(users, m)
+		}
+	}
+	return users
 }
