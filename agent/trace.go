@@ -31,12 +31,13 @@ func (w *worker) startHandleSpan(subject string, env *e2a.Envelope, id string, d
 		trace.WithAttributes(attrs...))
 }
 
-// endHandleSpan ends a delivery's span with its outcome; the outcomes an
-// operator acts on are errors.
+// endHandleSpan ends a delivery's span with its outcome; an outcome that
+// failed the request (its final e2a.error, but for the client's cancel) is
+// an error.
 func endHandleSpan(span trace.Span, outcome string) {
 	span.SetAttributes(tracing.AttrOutcome.String(outcome))
 	switch outcome {
-	case OutcomePanic, OutcomeLost, OutcomeInvalid, OutcomeMaxDeliveries, OutcomeInterrupted:
+	case OutcomeFailed, OutcomeDeadline, OutcomePanic, OutcomeLost, OutcomeInvalid, OutcomeMaxDeliveries, OutcomeInterrupted:
 		span.SetStatus(codes.Error, outcome)
 	}
 	span.End()
