@@ -596,8 +596,9 @@ type attempt struct {
 
 // post sends one update to cfg's webhook: its token and authentication,
 // the event id, no redirect followed, the response body read up to 64 KiB
-// and dropped. A 2xx is ok; another 4xx than 408 and 429 permanent; any
-// other answer or error transient (Retry-After read on 429 and 503).
+// and dropped. A 2xx is ok; a 3xx or another 4xx than 408 and 429
+// permanent; any other answer or error transient (Retry-After read on 429
+// and 503).
 func (s *stage) post(ctx context.Context, cfg Config, eventID string, body []byte) attempt {
 	return postUpdate(ctx, s.client, s.o, cfg, eventID, body)
 }
@@ -639,7 +640,9 @@ func postUpdate(ctx context.Context, client *http.Client, o options, cfg Config,
 		a.ok = true
 	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests:
 		a.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
-	case c >= 400 && c < 500:
+	case c >= 300 && c < 500:
+		// A 4xx, and a redirect: it is not followed (it would carry the
+		// update and its credentials elsewhere), so no retry delivers it.
 		a.permanent = true
 	default:
 		a.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
