@@ -520,25 +520,8 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 		if slices.Contains(rec.RequestIDs, requestID) {
 			return &rec, false, nil // idempotent retry
 		}
-		if err := cond.poolRefusal(kind, &rec); err != nil {
+		if err := cond.addTurn(kind, &rec, key, requestID, base.ContextID, by); err != nil {
 			return nil, false, err
-		}
-		if err := cond.refusal(&rec, key); err != nil {
-			return nil, false, err
-		}
-		if kind == KindSession && len(rec.RequestIDs) == 0 && cond.turnPool != "" {
-			rec.Pool = cond.turnPool
-		}
-		rec.RequestIDs = append(rec.RequestIDs, requestID)
-		rec.addWriter(by)
-		if cond.cancel {
-			rec.CancelTurn = requestID
-		}
-		if len(rec.RequestIDs) > MaxRequestsPerTask {
-			rec.RequestIDs = rec.RequestIDs[len(rec.RequestIDs)-MaxRequestsPerTask:]
-		}
-		if rec.ContextID == "" {
-			rec.ContextID = base.ContextID
 		}
 		if err := s.keepContext(ctx, kind, &rec, by, at); err != nil {
 			return nil, false, err
@@ -551,6 +534,34 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 		}
 	}
 	return nil, false, fmt.Errorf("ingress: task %s: too many concurrent updates", key)
+}
+
+// addTurn appends requestID, by's turn, to rec, a record that exists, as
+// cond asks (appendAfter); when the record's pool or cond refuses it,
+// rec is left as it was. contextID is the task's context when the record
+// holds none.
+func (cond turnCond) addTurn(kind string, rec *TaskRecord, key, requestID, contextID string, by tenant.Principal) error {
+	if err := cond.poolRefusal(kind, rec); err != nil {
+		return err
+	}
+	if err := cond.refusal(rec, key); err != nil {
+		return err
+	}
+	if kind == KindSession && len(rec.RequestIDs) == 0 && cond.turnPool != "" {
+		rec.Pool = cond.turnPool
+	}
+	rec.RequestIDs = append(rec.RequestIDs, requestID)
+	rec.addWriter(by)
+	if cond.cancel {
+		rec.CancelTurn = requestID
+	}
+	if len(rec.RequestIDs) > MaxRequestsPerTask {
+		rec.RequestIDs = rec.RequestIDs[len(rec.RequestIDs)-MaxRequestsPerTask:]
+	}
+	if rec.ContextID == "" {
+		rec.ContextID = contextID
+	}
+	return nil
 }
 
 // markCancelled records the request after, the newest of the task id, as
