@@ -79,3 +79,16 @@ func (e *fencedError) Error() string {
 }
 
 func (e *fencedError) Unwrap() error { return ErrFenced }
+
+// evictedError is the failure of a publish whose expected last subject
+// sequence named a message of this writer's that the response subject no
+// longer holds, the subject left empty: the stream dropped the request's
+// frames (E2A_RESPONSES's limits, DiscardOld), not another worker, which
+// would have left its own. seq is the frame that could not be written.
+type evictedError struct {
+	seq int64
+}
+
+func (e *evictedError) Error() string {
+	return fmt.Sprintf("agent: the stream dropped the request's stored frames (E2A_RESPONSES limits) before frame %d was written", e.seq)
+}

@@ -456,6 +456,15 @@ func (w *worker) end(r *request, f frame, log *reqLogger) string {
 // settle acks, or leaves, the delivery according to the writer's state and
 // err (the writer's failure, if any), and returns the outcome.
 func (w *worker) settle(r *request, err error, log *reqLogger) string {
+	if final, _, _, fatal, _ := r.wr.state(); !final {
+		if err == nil {
+			err = fatal
+		}
+		var ee *evictedError
+		if errors.As(err, &ee) {
+			err = w.endEvicted(r, ee, log)
+		}
+	}
 	w.unregister(r)
 	final, status, code, fatal, published := r.wr.state()
 	if err == nil {
@@ -497,6 +506,21 @@ func (w *worker) settle(r *request, err error, log *reqLogger) string {
 	// Not reached: finish writes a final frame or fails.
 	_ = r.msg.Nak()
 	return OutcomeLost
+}
+
+// endEvicted ends r, whose stored frames the stream dropped (ee), with the
+// final e2a.error frames_evicted, retryable, as the frame after those the
+// client was sent, so that its delivery is acked: redelivered, it would
+// find no frame and run the handler again from the start (an upstream
+// called twice, and a live client given the first answer's frames then
+// the second's). It returns the error that kept it from writing that
+// frame, if any.
+func (w *worker) endEvicted(r *request, ee *evictedError, log *reqLogger) error {
+	log.get().Warn("the stream dropped the request's stored frames (E2A_RESPONSES limits): ending it with frames_evicted",
+		"err", ee, "next_sequence", ee.seq)
+	r.wr.afterEviction()
+	_, err := r.wr.finish(evictedFrame(ee))
+	return err
 }
 
 func outcomeOf(status, code string) string {

@@ -690,6 +690,31 @@ func tooLargeFrame(err error) frame {
 	return errorFrame(e2a.ErrCodeFrameTooLarge, err.Error(), false, nil)
 }
 
+// afterEviction readies the writer, failed with an evictedError, for the
+// runtime's final frame: as the frame after the last one stored, on the
+// response subject the stream emptied (expected last subject sequence 0).
+// Handler writes stay refused (closedErr is set by then).
+func (wr *writer) afterEviction() {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	for wr.inflight {
+		wr.cond.Wait()
+	}
+	var ee *evictedError
+	if errors.As(wr.fatal, &ee) {
+		wr.fatal = nil
+		wr.lastStreamSeq = 0
+	}
+}
+
+// evictedFrame is the final e2a.error frames_evicted of a request whose
+// stored frames the stream dropped before frame ee.seq.
+func evictedFrame(ee *evictedError) frame {
+	return errorFrame(e2a.ErrCodeFramesEvicted, fmt.Sprintf("the stream dropped this request's earlier frames "+
+		"(its limits: E2A_RESPONSES_MAX_BYTES) before the answer was complete; frames 0..%d were sent and the "+
+		"answer cannot go on: retry the request", ee.seq-1), true, nil)
+}
+
 func (wr *writer) state() (final bool, status, code string, fatal error, published int) {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
@@ -1200,8 +1225,13 @@ func (wr *writer) publishData(seq int64, n int, expected uint64, data []byte) (s
 				conflictRetries.Add(1)
 				break // nothing changed: a concurrent proposal, or a stale read; retry
 			}
-			if last == nil { // the subject lost frames (purged): not ours to write
-				return 0, &fencedError{lastSeq: -1}
+			if last == nil {
+				// Our frames were stored (expected != 0) and none is left:
+				// the stream dropped them (its limits), as another worker
+				// would have left its own. Not a fence: the runtime ends the
+				// request (frames_evicted) rather than have it redelivered
+				// and run again from its start.
+				return 0, &evictedError{seq: seq}
 			}
 			return 0, wr.fenced(last)
 		}

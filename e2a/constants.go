@@ -198,6 +198,12 @@ const (
 	// ErrCodeFrameTooLarge ends a request one of whose frames is larger
 	// than the message broker accepts (its max_payload); not retryable.
 	ErrCodeFrameTooLarge = "frame_too_large"
+	// ErrCodeFramesEvicted ends a request whose frames already stored were
+	// dropped from E2A_RESPONSES by its limits (DiscardOld at
+	// E2A_RESPONSES_MAX_BYTES) while its agent was still writing: the
+	// answer cannot go on after frames that are gone, so it ends, written
+	// as the frame after those the client was sent. Retryable.
+	ErrCodeFramesEvicted = "frames_evicted"
 )
 
 // Wire keys for legacy AgentServer payloads kept in Response.Metadata
