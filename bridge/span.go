@@ -18,21 +18,36 @@ const tracerName = "github.com/e2a-pipeline/pipeline/bridge"
 // (each attempt of a retried call, each poll and resubscription its own),
 // child of ctx's span (the request's process span): the upstream's
 // traceparent then names it, and a trace shows each attempt, its status
-// and the time to its answer's head (a streamed body is read after). Its attributes are the method, the upstream's scheme,
-// host and port (never its path or query: a key may ride in either). With
-// tracing off it is a no-op span and ctx's own context is sent.
+// and the time to its answer's head (a streamed body is read after). Its
+// attributes are the method, the upstream's scheme, host and port (never
+// its path or query: a key may ride in either), set only on a span that
+// records. With tracing off it is a no-op span and ctx's own context is
+// sent.
 func startCallSpan(ctx context.Context, r *http.Request) (context.Context, trace.Span) {
-	attrs := []attribute.KeyValue{attribute.String("http.request.method", r.Method),
-		attribute.String("url.scheme", r.URL.Scheme), attribute.String("server.address", r.URL.Hostname())}
-	if p, err := strconv.Atoi(r.URL.Port()); err == nil {
-		attrs = append(attrs, attribute.Int("server.port", p))
+	if !tracing.Enabled() {
+		// The stages make no span (tracing.Enabled): a no-op span, not
+		// ctx's own, which endCallSpan would end.
+		return ctx, trace.SpanFromContext(context.Background())
 	}
-	return tracing.Tracer(tracerName).Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	ctx, span := tracing.Tracer(tracerName).Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	span.SetAttributes(attribute.String("http.request.method", r.Method),
+		attribute.String("url.scheme", r.URL.Scheme), attribute.String("server.address", r.URL.Hostname()))
+	if p, err := strconv.Atoi(r.URL.Port()); err == nil {
+		span.SetAttributes(attribute.Int("server.port", p))
+	}
+	return ctx, span
 }
 
 // endCallSpan ends a call's span with its answer's status, or err: a
 // transport failure or a status of 400 or more is an error.
 func endCallSpan(span trace.Span, resp *http.Response, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	switch {
 	case err != nil:
 		span.RecordError(err)
