@@ -185,8 +185,10 @@ func readChoice(val []byte, ch *choice) bool {
 			return once(&seen, 2) && readDelta(v, &ch.Delta)
 		case "finish_reason":
 			return once(&seen, 4) && readStringPtr(v, &ch.FinishReason)
+		case "message":
+			return isNull(v) && once(&seen, 8) // a message is left to encoding/json
 		}
-		return !foldsTo(key, "index", "delta", "finish_reason")
+		return !foldsTo(key, "index", "delta", "finish_reason", "message")
 	})
 }
 

@@ -74,7 +74,9 @@
 // whole chat.completion as the one chunk that carries it (its message as
 // the delta, its tool calls numbered in order), so it gives the same
 // frames; an error object answered with 200 (or Google's array holding
-// one) as the upstream's error:
+// one) as the upstream's error. An event whose choice holds a whole
+// message instead of a delta (the completion sent as one event), before
+// any delta, is read as that delta (after deltas it is not read again):
 //
 //   - choices[0].delta.content (and refusal) → e2a.chunk text deltas;
 //   - delta.reasoning_content, or delta.reasoning → e2a.chunk reasoning;

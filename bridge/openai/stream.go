@@ -40,6 +40,10 @@ type choice struct {
 	Index        int     `json:"index"`
 	Delta        delta   `json:"delta"`
 	FinishReason *string `json:"finish_reason"`
+	// Message is a choice's whole message, sent in a stream by a server
+	// that answers a streamed call with the completion as one event: read
+	// as the delta when the stream carried none before it (turn.chunk).
+	Message *delta `json:"message"`
 }
 
 type delta struct {
@@ -86,6 +90,9 @@ type turn struct {
 	calls      []*toolCall // by index, then seq
 	loose      *toolCall   // the call the fragments without an index continue
 	done       bool        // [DONE] read
+	// deltas: a delta with text, reasoning, a refusal or tool calls was
+	// read (a message after it is not read again).
+	deltas bool
 	// text and thought join the text and the reasoning deltas so that a
 	// character split between two deltas is written whole (textJoin).
 	text, thought textJoin
@@ -196,7 +203,18 @@ func (t *turn) chunk(data []byte) error {
 		if ch.Index != 0 {
 			continue // only one choice is asked for
 		}
-		if err := t.delta(ch.Delta); err != nil {
+		d := ch.Delta
+		if ch.Message != nil && !t.deltas && d.empty() {
+			// The whole message, with no delta before it (a server that
+			// answers a streamed call with the completion as one event):
+			// the answer, never dropped as a chunk without a delta. After
+			// streamed deltas it would repeat them: not read.
+			d = *ch.Message
+		}
+		if !d.empty() {
+			t.deltas = true
+		}
+		if err := t.delta(d); err != nil {
 			return err
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
@@ -247,6 +265,13 @@ func (t *turn) delta(d delta) error {
 		}
 	}
 	return nil
+}
+
+// empty reports a delta without text, reasoning, a refusal or tool calls
+// (a role alone, or nothing).
+func (d delta) empty() bool {
+	return (d.Content == nil || d.Content.text == "" && d.Content.thinking == "") &&
+		(d.Refusal == nil || *d.Refusal == "") && reasoning(d) == "" && len(d.ToolCalls) == 0
 }
 
 // writeContent writes the content's text: a <think> block it starts with
