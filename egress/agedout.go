@@ -108,8 +108,17 @@ func (s *Service) ackFloor(ctx context.Context, stream, pool string) (seq uint64
 // something cannot be read (the envelope's sequence or pool, the consumer,
 // the leader): the request is then taken for one not answered yet.
 func (s *Service) agedOut(ctx context.Context, id string, env *nats.Msg) (bool, error) {
-	seq := headerUint(env, subjects.HeaderStreamSequence)
-	pool := poolOf(env)
+	return s.AnswerAgedOut(ctx, id, poolOf(env), headerUint(env, subjects.HeaderStreamSequence))
+}
+
+// AnswerAgedOut is the check of agedOut for request id stored at sequence
+// seq of E2A_REQUESTS under pool, of which a reader found no frame in
+// E2A_RESPONSES: true when the request was answered and its frames aged
+// out (or were evicted from a full stream) since; false when nothing tells
+// (seq 0, no pool, its consumer gone or unreadable) or it was not
+// answered. The console shows such a request as expired, not pending. The
+// pool's ack floor is cached a few seconds (ackFloorTTL).
+func (s *Service) AnswerAgedOut(ctx context.Context, id, pool string, seq uint64) (bool, error) {
 	if seq == 0 || pool == "" {
 		return false, nil
 	}

@@ -195,6 +195,10 @@ func New(ctx context.Context, nc *nats.Conn, eg *egress.Service, opts ...Option)
 		m := http.NewServeMux()
 		eg.Register(m)
 		c.egress, c.svc = m, eg
+		c.list.agedOut = func(ctx context.Context, id, pool string, seq uint64) bool {
+			ok, _ := eg.AnswerAgedOut(ctx, id, pool, seq) // an error: nothing tells, pending
+			return ok
+		}
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	c.cancel = cancel

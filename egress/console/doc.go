@@ -55,8 +55,14 @@
 //     last stored message (direct get last by subject), whose last frame
 //     counts when it holds a burst of frames (E2A-Frames), and, when it
 //     does not hold frame 0, its first message (direct get by subject from
-//     sequence 1). A request whose frames the responses stream no longer
-//     keeps shows as pending.
+//     sequence 1). A request of which no frame is stored shows as pending
+//     unless it was answered all the same: its pool's consumer
+//     acknowledged it (the agent does so only once its final frame is
+//     stored; the consumer's ack floor, cached a few seconds, and the
+//     responses stream's leader confirming no frame is left: egress's
+//     Service.AnswerAgedOut). Its frames aged out or were evicted (a full
+//     E2A_RESPONSES drops the oldest): it shows as expired, its answer no
+//     longer held (`e2a replay <id>` reads its audit copy).
 //   - A row's status is its own turn's: an interrupted turn
 //     (input-required, auth-required) stays so once the client answered.
 //     Such a row of a task also carries task_latest, the task's newest

@@ -74,10 +74,19 @@ const (
 	// the client's answer.
 	StatusInputRequired = e2a.StateInputRequired
 	StatusAuthRequired  = e2a.StateAuthRequired
+	// StatusExpired: answered, its answer no longer held: no frame of it
+	// is left in E2A_RESPONSES (aged out, or evicted when the stream was
+	// full), and its pool's consumer acknowledged it, which the agent
+	// does only once its final frame is stored (egress's
+	// Service.AnswerAgedOut). Its audit copy may still be read (`e2a
+	// replay <id>`). A request of which nothing tells (no egress, its
+	// pool gone, the consumer unreadable) stays pending.
+	StatusExpired = "expired"
 )
 
 // Statuses lists the request states, for filters.
-var Statuses = []string{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusInputRequired, StatusAuthRequired}
+var Statuses = []string{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusInputRequired, StatusAuthRequired,
+	StatusExpired}
 
 // Index subjects. The index keeps no subject per request: every message
 // is on a subject of a family whose size is fixed by design, many messages

@@ -79,6 +79,10 @@ type lister struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	budget int
+	// agedOut reports whether a request of which no frame is stored was
+	// answered all the same (egress.Service.AnswerAgedOut); nil without
+	// egress: such a request shows as pending.
+	agedOut func(ctx context.Context, id, pool string, seq uint64) bool
 }
 
 func (q *Query) validate() error {
@@ -201,7 +205,7 @@ func (l *lister) getOf(ctx context.Context, requestID, user string) (*Entry, err
 	if !ok || (user != "" && r.Principal != user) {
 		return nil, nil
 	}
-	p, err := l.progress(ctx, r.RequestID)
+	p, err := l.progressOf(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +225,20 @@ func (l *lister) last(ctx context.Context, stream, subj, what string) (m streams
 		return m, false, fmt.Errorf("console: %s: %w", what, err)
 	}
 	return m, true, nil
+}
+
+// progressOf is the progress of the request of r: progress, or, when no
+// frame of it is stored and it was answered all the same (agedOut: its
+// frames aged out or were evicted), StatusExpired.
+func (l *lister) progressOf(ctx context.Context, r record) (*progress, error) {
+	p, err := l.progress(ctx, r.RequestID)
+	if p != nil || err != nil || l.agedOut == nil || r.Seq == 0 {
+		return p, err
+	}
+	if l.agedOut(ctx, r.RequestID, r.Pool, r.Seq) {
+		return &progress{Status: StatusExpired}, nil
+	}
+	return nil, nil
 }
 
 // progress reads a request's progress from its frames in E2A_RESPONSES: the
@@ -525,7 +543,7 @@ func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, want, user 
 			if !ok || (user != "" && r.Principal != user) {
 				return
 			}
-			p, _ := l.progress(ctx, r.RequestID)
+			p, _ := l.progressOf(ctx, r)
 			e := joinEntry(r, p, m.Seq)
 			out[i].entry = &e
 		})

@@ -15,12 +15,15 @@ import (
 )
 
 // AgentVaultError maps an error of egress to an AgentVault JSON-RPC
-// error: unknown → -32001, already final → -32004, bad request → -32602,
+// error: unknown (or its history aged out: ErrHistoryAgedOut) → -32001, already final → -32004, bad request → -32602,
 // anything else → -32000.
 func AgentVaultError(err error) *jsonrpc.Error {
 	_, code := egress.Classify(err)
 	d := egress.ErrorData{Code: code}
 	switch {
+	case errors.Is(err, ErrHistoryAgedOut):
+		return &jsonrpc.Error{Code: jsonrpc.CodeAVTaskNotFound, Message: "Task Not Found: " + egress.ClientMessage(err),
+			Data: egress.ErrorData{Code: egress.CodeFramesExpired}}
 	case errors.Is(err, egress.ErrNotFound):
 		return &jsonrpc.Error{Code: jsonrpc.CodeAVTaskNotFound, Message: "Task Not Found", Data: d}
 	case errors.Is(err, egress.ErrNotCancelable):

@@ -38,6 +38,31 @@ type A2AParams = a2amap.Params
 // in the audit copy (`e2a replay <request id>`).
 const MetaHistoryExpired = "e2a_history_expired"
 
+// ErrHistoryAgedOut reports a task of which nothing can be read any more:
+// its requests are still stored, but every turn's frames aged out of the
+// hot retention (E2A_RESPONSES full or past its age: DiscardOld). No retry
+// brings them back, so a read of the task (tasks/get, GetTask,
+// SubscribeToTask, AgentVault tasks/get) is answered with the protocol's
+// TaskNotFoundError (-32001, HTTP 404), its message saying why; it was
+// -32000 "retry later" or 500 on A2A v1.0, -32603 on v0.3. The errors of
+// it match egress.ErrNotFound and egress.ErrFramesExpired too.
+var ErrHistoryAgedOut = errors.New("its history aged out of the hot retention (E2A_RESPONSES)")
+
+// historyAgedOut is ErrHistoryAgedOut for the task id.
+type historyAgedOut struct{ id string }
+
+func (e *historyAgedOut) Error() string {
+	return fmt.Sprintf("%v: every turn of task %q lost its frames; their audit copies may be read with `e2a replay <request id>`",
+		ErrHistoryAgedOut, e.id)
+}
+
+func (e *historyAgedOut) Unwrap() []error {
+	return []error{ErrHistoryAgedOut, egress.ErrNotFound, egress.ErrFramesExpired}
+}
+
+// ClientMessage is what a client reads (egress.ClientMessage): Error.
+func (e *historyAgedOut) ClientMessage() string { return e.Error() }
+
 // Answers makes the A2A answers from the frames f reads; the zero value
 // is not usable.
 type Answers struct{ f host.TaskFrames }
@@ -140,7 +165,7 @@ func (a Answers) load(ctx context.Context, t *host.Task) ([]egress.StoredRequest
 // (expired: the task is marked MetaHistoryExpired). A turn whose frames
 // all aged out (egress.StoredRequest.FramesExpired, none left) is left
 // out; one whose first frames did keeps those that remain. A task of which
-// nothing remains is egress.ErrFramesExpired.
+// nothing remains is ErrHistoryAgedOut.
 func (a Answers) loadMarked(ctx context.Context, t *host.Task) (reqs []egress.StoredRequest, expired bool, err error) {
 	all, err := a.f.LoadRequests(ctx, t.RequestIDs)
 	if err == nil {
@@ -156,7 +181,7 @@ func (a Answers) loadMarked(ctx context.Context, t *host.Task) (reqs []egress.St
 		}
 	}
 	if len(reqs) == 0 && expired {
-		return nil, true, fmt.Errorf("%w: task %q: every turn's frames aged out; their audit copies may be read with `e2a replay <request id>`", egress.ErrFramesExpired, t.ID)
+		return nil, true, &historyAgedOut{id: t.ID}
 	}
 	return reqs, expired, nil
 }

@@ -9,13 +9,17 @@ import (
 )
 
 // Error maps an error of egress to an A2A JSON-RPC error (A2A's error
-// table): unknown request → -32001 TaskNotFound, already final → -32002
+// table): unknown request → -32001 TaskNotFound (a task whose history
+// aged out too: ErrHistoryAgedOut, data code frames_expired), already final → -32002
 // TaskNotCancelable, bad resume point → -32602, anything else → -32603;
 // data is the pipeline code (egress.ErrorData).
 func Error(err error) *jsonrpc.Error {
 	_, code := egress.Classify(err)
 	d := egress.ErrorData{Code: code}
 	switch {
+	case errors.Is(err, ErrHistoryAgedOut):
+		return &jsonrpc.Error{Code: jsonrpc.CodeA2ATaskNotFound, Message: "Task not found: " + egress.ClientMessage(err),
+			Data: egress.ErrorData{Code: egress.CodeFramesExpired}}
 	case errors.Is(err, egress.ErrNotFound):
 		return &jsonrpc.Error{Code: jsonrpc.CodeA2ATaskNotFound, Message: "Task not found", Data: d}
 	case errors.Is(err, egress.ErrNotCancelable):

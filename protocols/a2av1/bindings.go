@@ -54,7 +54,8 @@ func Bindings(h Host) host.Bindings {
 	opts := []a2asrv.TransportOption{a2asrv.WithTransportKeepAlive(h.V1Answers().Heartbeat())}
 	b := &bindings{h: h, hd: hd}
 	return host.Bindings{
-		// JSON-RPC refusals are JSON-RPC errors (id null); the body is
+		// JSON-RPC refusals are JSON-RPC errors (the call's id when
+		// it can be read: refuseRPCRead); the body is
 		// checked first (v0.3 methods, batches), and SendStreamingMessage
 		// is streamed by egress (streamRPC).
 		JSONRPC: b.admit(refuseRPC, true,
@@ -78,7 +79,11 @@ type bindings struct {
 // the handler reads of it.
 func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, ok := b.h.AdmitBinding(w, r, gateProtocol, refuse)
+		gateRefuse := refuse
+		if checkRPC {
+			gateRefuse = refuseRPCRead(r, b.h.MaxBody())
+		}
+		c, ok := b.h.AdmitBinding(w, r, gateProtocol, gateRefuse)
 		if !ok {
 			return
 		}
@@ -160,13 +165,17 @@ func (b *bindings) holdSlot(w http.ResponseWriter, r *http.Request, id json.RawM
 	next.ServeHTTP(w, r.WithContext(withCall(r.Context(), c)))
 }
 
-// refuseRPC writes a refusal of the gate as a JSON-RPC error (id null:
-// the call is not read yet). A credential refused is a2a-go/v2's
-// Unauthenticated (-31401) or Unauthorized (-31403) code: A2A v1.0 has
+// refuseRPC writes a refusal as a JSON-RPC error with id null (the
+// gate's refusals answer the call's id: refuseRPCRead). A credential
+// refused is a2a-go/v2's Unauthenticated (-31401) or Unauthorized (-31403) code: A2A v1.0 has
 // none, and the pipeline's own (AgentVault's -32002, -32003) are v1.0's
 // TaskNotCancelable and PushNotificationNotSupported, which @a2a-js/sdk
 // reported for a missing key.
-func refuseRPC(w http.ResponseWriter, f host.Refusal) {
+func refuseRPC(w http.ResponseWriter, f host.Refusal) { refuseRPCTo(w, nil, f) }
+
+// refuseRPCTo is refuseRPC answering the call with id id (as sent; nil:
+// null).
+func refuseRPCTo(w http.ResponseWriter, id json.RawMessage, f host.Refusal) {
 	switch f.RPCCode {
 	case jsonrpc.CodeAuthentication:
 		f.RPCCode = jsonrpc.CodeA2AUnauthenticated
@@ -181,11 +190,49 @@ func refuseRPC(w http.ResponseWriter, f host.Refusal) {
 		if ra := retryAfter(e.TypedDetails); ra != "" && w.Header().Get("Retry-After") == "" {
 			w.Header().Set("Retry-After", ra)
 		}
-		host.RefuseJSONRPC(w, nil, f)
+		writeRefusal(w, id, f)
 		return
 	}
 	f.Data = typedDetails(f)
-	host.RefuseJSONRPC(w, nil, f)
+	writeRefusal(w, id, f)
+}
+
+// writeRefusal is host.RefuseJSONRPC with the id as sent (rpcErrorJSON:
+// encoding/json would escape <, > and & in a string id).
+func writeRefusal(w http.ResponseWriter, id json.RawMessage, f host.Refusal) {
+	if id == nil {
+		host.RefuseJSONRPC(w, nil, f)
+		return
+	}
+	for _, c := range f.Challenges {
+		w.Header().Add("WWW-Authenticate", c)
+	}
+	f.SetRetryAfter(w.Header())
+	writeRPCError(w, f.Status, id, &jsonrpc.Error{Code: f.RPCCode, Message: f.Message, Data: f.Data})
+}
+
+// refuseRPCRead is refuseRPC answering the id of r's call (JSON-RPC 2.0
+// §5: null only when it cannot be read): the gate refuses before the
+// body is read (a rate limit, a credential), so the refusal reads it then,
+// at most limit bytes; a body over it, a batch or one that is not JSON
+// keeps id null, as the v0.3 and ACP doors answer (their Peek).
+func refuseRPCRead(r *http.Request, limit int64) host.Refuse {
+	return func(w http.ResponseWriter, f host.Refusal) {
+		var id json.RawMessage
+		if r.Body == nil {
+			refuseRPCTo(w, nil, f)
+			return
+		}
+		if body, err := io.ReadAll(io.LimitReader(r.Body, limit+1)); err == nil && int64(len(body)) <= limit {
+			var head struct {
+				ID json.RawMessage `json:"id"`
+			}
+			if json.Unmarshal(body, &head) == nil && jsonrpc.ValidID(head.ID) && string(head.ID) != "null" {
+				id = head.ID
+			}
+		}
+		refuseRPCTo(w, id, f)
+	}
 }
 
 // typedDetails is a refusal's detail as A2A v1.0's JSON-RPC binding

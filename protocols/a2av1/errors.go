@@ -17,6 +17,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -109,6 +110,8 @@ func sdkError(err error) error {
 		return nil
 	case isSDKError(err): // the handler's own, already in the SDK's kinds
 		return err
+	case errors.Is(err, a2aproto.ErrHistoryAgedOut): // nothing of the task can be read: no retry helps
+		return asSDK(a2a.ErrTaskNotFound, err)
 	case errors.Is(err, egress.ErrNotFound), errors.Is(err, host.ErrSessionNotFound):
 		return a2a.ErrTaskNotFound
 	case errors.Is(err, egress.ErrNotCancelable):

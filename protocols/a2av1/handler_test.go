@@ -223,7 +223,7 @@ func TestBindingsGate(t *testing.T) {
 		{"rest refused", b.REST, "GET", Path + "/tasks", "", "", 401, `"status":"UNAUTHENTICATED"`},
 		{"rest", b.REST, "GET", Path + "/tasks", "", key, 200, `"id":"a"`},
 		{"rest another principal", b.REST, "GET", Path + "/tasks", "", other, 200, `"tasks":[]`},
-		{"jsonrpc refused", b.JSONRPC, "POST", Path, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`, "", 401, `"id":null`},
+		{"jsonrpc refused", b.JSONRPC, "POST", Path, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`, "", 401, `"id":1,`},
 		{"jsonrpc", b.JSONRPC, "POST", Path, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`, key, 200, `"id":"a"`},
 	} {
 		r := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
