@@ -1,9 +1,11 @@
 package push
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -33,6 +35,16 @@ import (
 // seen at the next read), which the half of the stream left free covers.
 // So the stream drops another principal's letter only when more than
 // 1/share principals hold their whole share at once.
+//
+// A replica's dead letters of one principal are stored concurrently (one
+// lane a config): the tally's lock covers its figures, never a round
+// trip. A dead letter takes the room it needs out of the tally (its
+// oldest letters, and its own size as pending) before it purges and
+// publishes; one read of the sizes at a time, the others waiting for it
+// with their context. Letters published together cannot make room for
+// each other (a letter is purged once stored): each, once stored, purges
+// what the share is over by then, so the share holds again when the last
+// is stored.
 
 // deadTallyTTL is how long a replica trusts its count of a principal's
 // dead letters before reading them again.
@@ -48,12 +60,23 @@ type deadSize struct {
 	size int64
 }
 
-// deadTally is a principal's dead letters as a replica counts them.
+// deadTally is a principal's dead letters as a replica counts them. Its
+// lock is held for the figures only, never across a round trip: a read,
+// a purge or a publish of one dead letter of the principal does not hold
+// up the others (nor a stop of the stage: each waits with its context).
 type deadTally struct {
 	mu      sync.Mutex
-	letters []deadSize // oldest first
-	bytes   int64
-	read    time.Time // zero: to read
+	letters []deadSize // stored, oldest first
+	bytes   int64      // of letters
+	pending int64      // of the letters being published
+	// cut: the letters before it are purged (or being purged); a read
+	// under way as they are does not count them again.
+	cut  uint64
+	read time.Time // zero: to read
+	// reading is closed when the read under way ends (nil: none), its
+	// error in readErr.
+	reading chan struct{}
+	readErr error
 }
 
 // deadShares are the tallies of the principals whose dead letters the
@@ -107,38 +130,141 @@ func (s *stage) storeDead(principal, subj, id string, b []byte) error {
 	}
 	share := int64(float64(max) * s.o.deadShare)
 	t := s.shares.get(principal)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if time.Since(t.read) > deadTallyTTL || (len(t.letters) > 0 && t.letters[0].seq < info.State.FirstSeq) {
-		if err := t.readFrom(ctx, stream, deadFilter(principal)); err != nil {
-			return err
-		}
+	filter := deadFilter(principal)
+	if err := t.fresh(ctx, stream, filter, info.State.FirstSeq); err != nil {
+		return err
 	}
-	if t.bytes+size > share && len(t.letters) > 0 {
-		n := 0
-		for n < len(t.letters) && t.bytes+size > share {
-			t.bytes -= t.letters[n].size
-			n++
-		}
-		cut := t.letters[n-1].seq + 1
-		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(deadFilter(principal)), jetstream.WithPurgeSequence(cut)); err != nil {
-			t.read = time.Time{}
+	n, cut := t.take(size, share)
+	if n > 0 {
+		if err := s.purgeDead(ctx, stream, t, principal, n, cut, share, max); err != nil {
+			t.settle(size, nil, err)
 			return err
 		}
-		t.letters = t.letters[n:]
-		s.metrics.deadPurged.Add(float64(n))
-		s.log.Warn("push: a principal's dead letters are over its share of "+streams.PushDeadStream+"; its oldest removed",
-			"principal", principal, "removed", n, "share_bytes", share, "stream_max_bytes", max)
 	}
 	ack, err := s.js.Publish(ctx, subj, b, jetstream.WithMsgID(id))
+	t.settle(size, ack, err)
 	if err != nil {
 		return err
 	}
-	if !ack.Duplicate {
-		t.letters = append(t.letters, deadSize{ack.Sequence, size})
-		t.bytes += size
+	// Letters published together with this one could not make room for
+	// each other (a letter is purged only once stored): the last of them
+	// to be stored does.
+	if n, cut := t.take(0, share); n > 0 {
+		t.settle(0, nil, s.purgeDead(ctx, stream, t, principal, n, cut, share, max))
 	}
 	return nil
+}
+
+// purgeDead removes principal's oldest n dead letters (those before
+// sequence cut), which take took out of its tally t; when the purge
+// fails, the tally is read again.
+func (s *stage) purgeDead(ctx context.Context, stream jetstream.Stream, t *deadTally, principal string, n int, cut uint64, share, max int64) error {
+	if s.beforePurge != nil {
+		s.beforePurge(ctx, principal)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(deadFilter(principal)), jetstream.WithPurgeSequence(cut)); err != nil {
+		t.mu.Lock()
+		t.cut, t.read = 0, time.Time{}
+		t.mu.Unlock()
+		return err
+	}
+	s.metrics.deadPurged.Add(float64(n))
+	s.log.Warn("push: a principal's dead letters are over its share of "+streams.PushDeadStream+"; its oldest removed",
+		"principal", principal, "removed", n, "share_bytes", share, "stream_max_bytes", max)
+	return nil
+}
+
+// fresh reads the sizes of the dead letters under filter unless the
+// tally is recent and holds none older than the stream's first sequence
+// firstSeq; while another caller reads them, it waits for that read (or
+// ctx).
+func (t *deadTally) fresh(ctx context.Context, stream jetstream.Stream, filter string, firstSeq uint64) error {
+	t.mu.Lock()
+	for {
+		if time.Since(t.read) <= deadTallyTTL && (len(t.letters) == 0 || t.letters[0].seq >= firstSeq) {
+			t.mu.Unlock()
+			return nil
+		}
+		ch := t.reading
+		if ch == nil {
+			break
+		}
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		t.mu.Lock()
+		if err := t.readErr; err != nil {
+			t.mu.Unlock()
+			return err
+		}
+	}
+	ch := make(chan struct{})
+	// The letters published during the read are added to the empty
+	// tally as their publishes end: kept by the merge.
+	t.reading, t.letters, t.bytes, t.read = ch, nil, 0, time.Time{}
+	t.mu.Unlock()
+	var r deadTally
+	err := r.readFrom(ctx, stream, filter)
+	t.mu.Lock()
+	t.reading, t.readErr = nil, err
+	if err == nil {
+		t.merge(r.letters)
+		t.read = time.Now()
+	}
+	t.mu.Unlock()
+	close(ch)
+	return err
+}
+
+// merge adds letters (oldest first) to the tally, once each, but for
+// those before the cut. t.mu is held.
+func (t *deadTally) merge(letters []deadSize) {
+	if len(letters) == 1 && letters[0].seq >= t.cut && (len(t.letters) == 0 || letters[0].seq > t.letters[len(t.letters)-1].seq) {
+		t.letters = append(t.letters, letters[0]) // the newest: most publishes
+		t.bytes += letters[0].size
+		return
+	}
+	all := append(slices.Clip(t.letters), letters...)
+	slices.SortFunc(all, func(a, b deadSize) int { return cmp.Compare(a.seq, b.seq) })
+	all = slices.CompactFunc(all, func(a, b deadSize) bool { return a.seq == b.seq })
+	i, _ := slices.BinarySearchFunc(all, t.cut, func(d deadSize, seq uint64) int { return cmp.Compare(d.seq, seq) })
+	t.letters, t.bytes = all[i:], 0
+	for _, d := range t.letters {
+		t.bytes += d.size
+	}
+}
+
+// take makes room in the share for a dead letter of size bytes: it
+// removes the oldest letters the room needs from the tally (n, to purge
+// up to sequence cut) and counts the letter as pending.
+func (t *deadTally) take(size, share int64) (n int, cut uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for n < len(t.letters) && t.bytes+t.pending+size > share {
+		t.bytes -= t.letters[n].size
+		n++
+	}
+	if n > 0 {
+		cut = t.letters[n-1].seq + 1
+		t.letters = slices.Delete(t.letters, 0, n)
+		t.cut = max(t.cut, cut)
+	}
+	t.pending += size
+	return n, cut
+}
+
+// settle ends take's pending letter of size bytes: stored (ack), or not
+// (err).
+func (t *deadTally) settle(size int64, ack *jetstream.PubAck, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pending -= size
+	if err == nil && ack != nil && !ack.Duplicate {
+		t.merge([]deadSize{{ack.Sequence, size}})
+	}
 }
 
 // readFrom reads the sizes of the dead letters under filter.

@@ -14,7 +14,9 @@
 // config, not the task). Keys expire with the
 // tasks (the bucket's TTL is streams.Config.TasksTTL). Limits: configs
 // per task (WithMaxPerTask) and tasks with configs per principal
-// (WithMaxTasksPerPrincipal), ErrLimit. [Store.Create] checks the URL
+// (WithMaxTasksPerPrincipal, counted across replicas by a compare-and-set
+// of the principal's "slots.<principal>" key: creates racing on any
+// number of replicas pass exactly up to the limit), ErrLimit. [Store.Create] checks the URL
 // before storing (ErrURLRefused): https, or http to a host of the
 // allow-list (E2A_PUSH_ALLOW_HOSTS, [WithAllowHosts]); no user
 // information; every address the host resolves to passes the workflow

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"time"
 
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -169,3 +170,16 @@ func messageCount(ctx context.Context, nc *nats.Conn, id string) (int, error) {
 // SetCreateGap has s's creates run f after they read the stream's last
 // sequence and before they write the config.
 func SetCreateGap(s *Store, f func()) { s.gap = f }
+
+// SetReserved makes s run f after a create took its task's slot, before
+// it writes the task key: an error ends the create there (a crash).
+func SetReserved(s *Store, f func() error) { s.reserved = f }
+
+// SetSlotGrace replaces slotGrace for s.
+func SetSlotGrace(s *Store, d time.Duration) { s.slotGrace = d }
+
+// SlotsKey is the key of principal's task slots in E2A_PUSH.
+func SlotsKey(principal string) string { return slotsKey(principal) }
+
+// TaskKey is the key of principal's task's configs in E2A_PUSH.
+func TaskKey(principal, taskID string) string { return taskKey(principal, taskID) }

@@ -161,11 +161,12 @@ func WithMaxPerTask(n int) Option {
 }
 
 // WithMaxTasksPerPrincipal bounds the tasks with configs of one principal,
-// 1..1000000 (default 1000).
+// 1..10000 (default 1000), across replicas (slots.go: one key holds a
+// principal's slots, about 55 bytes each).
 func WithMaxTasksPerPrincipal(n int) Option {
 	return func(o *options) error {
-		if n < 1 || n > 1_000_000 {
-			return invalid("max tasks per principal %d (1..1000000)", n)
+		if n < 1 || n > 10_000 {
+			return invalid("max tasks per principal %d (1..10000)", n)
 		}
 		o.maxTasksPerPrincipal = n
 		return nil

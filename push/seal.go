@@ -103,7 +103,7 @@ func (s *sealer) sealed(tc taskConfigs, key string) taskConfigs {
 	if s == nil {
 		return tc
 	}
-	out := taskConfigs{Configs: make([]Config, len(tc.Configs))}
+	out := taskConfigs{Configs: make([]Config, len(tc.Configs)), Slot: tc.Slot}
 	for i, c := range tc.Configs {
 		c.Token = s.seal(c.Token, secretAD(key, c.ID, "token"))
 		if c.Auth != nil {

@@ -34,6 +34,9 @@ type stage struct {
 	// shares count the dead letters of principals near their share of
 	// E2A_PUSH_DEAD (deadshare.go).
 	shares deadShares
+	// beforePurge, when set (tests), runs before a purge of principal's
+	// oldest dead letters.
+	beforePurge func(ctx context.Context, principal string)
 
 	// Read and written by the consumer's callback only.
 	requests requestCache

@@ -26,6 +26,9 @@ const (
 // taskConfigs is the value of a task's key: its configs, ordered by id.
 type taskConfigs struct {
 	Configs []Config `json:"configs"`
+	// Slot is the reservation of the task's slot among its principal's
+	// (slots.go); "" in a key written before the slots were kept.
+	Slot string `json:"slot,omitempty"`
 }
 
 // Store keeps the push notification configs of tasks in the E2A_PUSH
@@ -44,6 +47,11 @@ type Store struct {
 	// gap, when set (tests), runs between the two reads of the stream's
 	// last sequence a create makes: before the config is written.
 	gap func()
+	// reserved, when set (tests), runs after a create took its task's
+	// slot, before it writes the task key; an error ends the create there.
+	reserved func() error
+	// slotGrace, when set (tests), replaces slotGrace.
+	slotGrace time.Duration
 }
 
 // NewStore binds the E2A_PUSH bucket on nc, creating it with the options'
@@ -206,10 +214,16 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 		s.gap()
 	}
 	key := taskKey(principal, c.TaskID)
+	reserved := "" // the slot this call took, while its key is not written
 	for range 8 {
 		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {
 			return Config{}, nil, false, err
+		}
+		if reserved != "" && rev != 0 {
+			// Another create wrote the key first: the slot is its.
+			s.handOver(ctx, principal, c.TaskID, reserved, tc.Slot)
+			reserved = ""
 		}
 		if anySame {
 			if j := slices.IndexFunc(tc.Configs, func(x Config) bool { return sameTarget(x, c) }); j >= 0 {
@@ -232,8 +246,14 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 			slices.SortFunc(tc.Configs, func(a, b Config) int { return cmpString(a.ID, b.ID) })
 		}
 		if rev == 0 {
-			if err := s.checkPrincipal(ctx, principal); err != nil {
+			if tc.Slot, err = s.reserve(ctx, principal, c.TaskID); err != nil {
 				return Config{}, nil, false, err
+			}
+			reserved = tc.Slot
+			if s.reserved != nil {
+				if err := s.reserved(); err != nil {
+					return Config{}, nil, false, err
+				}
 			}
 		}
 		ok, err := s.write(ctx, key, tc, rev)
@@ -311,7 +331,7 @@ func (s *Store) undo(ctx context.Context, principal string, c Config, prev *Conf
 			}
 			continue
 		}
-		ok, err := s.remove(ctx, key, tc, rev, i)
+		ok, err := s.remove(ctx, principal, c.TaskID, tc, rev, i)
 		if err != nil {
 			return err
 		}
@@ -352,24 +372,6 @@ func (s *Store) write(ctx context.Context, key string, tc taskConfigs, rev uint6
 		return false, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return true, nil
-}
-
-// checkPrincipal refuses a new task key when principal has
-// maxTasksPerPrincipal of them.
-func (s *Store) checkPrincipal(ctx context.Context, principal string) error {
-	l, err := s.kv.ListKeysFiltered(ctx, principalKeys(principal))
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	defer func() { _ = l.Stop() }()
-	n := 0
-	for range l.Keys() {
-		n++
-	}
-	if n >= s.o.maxTasksPerPrincipal {
-		return fmt.Errorf("%w: %d tasks with push notification configs", ErrLimit, n)
-	}
-	return nil
 }
 
 // Get returns principal's config id of task taskID, ErrNotFound when
@@ -438,7 +440,7 @@ func (s *Store) Delete(ctx context.Context, principal, taskID, id string) error 
 		if i < 0 {
 			return ErrNotFound
 		}
-		ok, err := s.remove(ctx, key, tc, rev, i)
+		ok, err := s.remove(ctx, principal, taskID, tc, rev, i)
 		if err != nil {
 			return err
 		}
@@ -450,10 +452,11 @@ func (s *Store) Delete(ctx context.Context, principal, taskID, id string) error 
 	return fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
 }
 
-// remove stores tc without its config i under key at revision rev (the
-// key deleted when none is left); false when another writer changed the
-// key first.
-func (s *Store) remove(ctx context.Context, key string, tc taskConfigs, rev uint64, i int) (bool, error) {
+// remove stores tc without its config i under principal's task key of
+// taskID at revision rev (the key deleted, and its slot given back, when
+// none is left); false when another writer changed the key first.
+func (s *Store) remove(ctx context.Context, principal, taskID string, tc taskConfigs, rev uint64, i int) (bool, error) {
+	key := taskKey(principal, taskID)
 	tc.Configs = slices.Delete(tc.Configs, i, i+1)
 	if len(tc.Configs) > 0 {
 		return s.write(ctx, key, tc, rev)
@@ -465,5 +468,6 @@ func (s *Store) remove(ctx context.Context, key string, tc taskConfigs, rev uint
 	if err != nil {
 		return false, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	s.release(ctx, principal, taskID, tc.Slot)
 	return true, nil
 }
