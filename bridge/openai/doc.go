@@ -65,7 +65,15 @@
 //
 // The answer, a server-sent event stream read with a bounded line reader
 // ([WithMaxEventBytes]; an event whose data is empty or blank, "data:"
-// alone, is skipped), becomes the request's frames. It is read as one
+// alone, is skipped, and so is an event named other than message or
+// error, such as sse-starlette's "event: ping" before 1.4.0, unless it
+// holds an error object), becomes the request's frames. The answer is
+// complete at its finish reason: the usage chunk and [DONE] that may
+// follow are waited for a grace of at most 2 s (half the client's idle
+// timeout when that is shorter), which the server's comments (": ping")
+// do not renew; a server that sends neither nor ends the stream then has
+// its request completed with what came (the finish reason, the usage when
+// it came). The answer is read as an event stream
 // when typed text/event-stream or, typed otherwise or not at all
 // (application/x-ndjson, text/plain), when it starts as one (a data,
 // event, id or retry field, or a comment), as the official clients read
@@ -116,7 +124,10 @@
 // by its status (bridge.FromResponse: 429 and 5xx are retried before any
 // frame by bridge.Handler, never after); an error object in the stream by
 // its type or code (rate limit and server errors retryable, a refused
-// request or credentials not, anything else upstream_failed); a line that
+// request or credentials not, anything else upstream_failed; an error
+// given as text only, an error event's data or a 200 text/plain answer,
+// that says "rate limit", "too many requests" or 429 is
+// upstream_rate_limited, retried before any frame as a 429 is); a line that
 // is not SSE, an event that is not a chunk, or an answer that is neither
 // an event stream nor a completion or error object (an HTML page) →
 // upstream_protocol_error; a stream that ends with neither

@@ -28,6 +28,10 @@ const (
 	MaxSystemBytes = 256 << 10
 	// updateTimeout bounds recording a turn in the conversation.
 	updateTimeout = 5 * time.Second
+	// finishGrace bounds the wait, after the finish reason, for the usage
+	// chunk and [DONE] (or the end of the body): the answer is complete
+	// then. It is at most half the client's idle timeout.
+	finishGrace = 2 * time.Second
 )
 
 // Option configures New.
@@ -172,7 +176,11 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if !u.noStreamUsage.Load() {
 		r.StreamOptions = map[string]any{"include_usage": true}
 	}
-	resp, err := u.post(ctx, env, r)
+	// The call's own context: ended at the grace after the finish reason
+	// (turn.read), which unblocks a read the server's pings would hold.
+	callCtx, endCall := context.WithCancelCause(ctx)
+	defer endCall(nil)
+	resp, err := u.post(callCtx, env, r)
 	if r.StreamOptions != nil && usageRefused(err) {
 		// Mistral's API (422, extra_forbidden) and Azure OpenAI's older
 		// API versions (400, "Unrecognized request argument supplied:
@@ -182,7 +190,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		// the request, stream_options and all (FastAPI's validation
 		// errors echo it): refused again, later calls still ask for usage.
 		r.StreamOptions = nil
-		resp, err = u.post(ctx, env, r)
+		resp, err = u.post(callCtx, env, r)
 		if err == nil && u.noStreamUsage.CompareAndSwap(false, true) {
 			u.log.Warn("openai bridge: the upstream refuses stream_options.include_usage; calling it without (its final frames carry no token usage)",
 				"pool", u.pool, "upstream", u.Name())
@@ -196,7 +204,8 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if err != nil {
 		return err
 	}
-	t := &turn{w: w, maxEvent: u.maxEvent, scrub: u.Scrub, callPrefix: "call_" + env.RequestID + "_"}
+	t := &turn{w: w, maxEvent: u.maxEvent, scrub: u.Scrub, callPrefix: "call_" + env.RequestID + "_",
+		endCall: endCall, grace: min(finishGrace, u.client.IdleTimeout()/2)}
 	if u.thinkOpen {
 		t.think.open()
 	}

@@ -179,7 +179,26 @@ func streamBody(ctx context.Context, resp *http.Response, size, max int, scrub f
 		}
 		return r, err
 	}
+	if (mt == "text/plain" || mt == "") && saysRateLimited(bodyStart(br, resp.ContentLength)) {
+		// A rate limit said in words ("Too many requests, please slow
+		// down") with status 200: mapped as a 429 is, retryable.
+		return nil, bridge.Errorf(bridge.CodeRateLimited, true, "upstream error (answered with 200): %s",
+			oneLine(bodyStart(br, resp.ContentLength), scrub))
+	}
 	return nil, bridge.Errorf(bridge.CodeProtocol, false, "upstream answered %q, not an event stream", mt)
+}
+
+// bodyStart is the start of an answer that is no event stream, for its
+// words: what br already holds, or the whole body when its length is
+// known and br holds it (never waiting for more of a body of unknown
+// length).
+func bodyStart(br *bufio.Reader, length int64) string {
+	n := br.Buffered()
+	if length > int64(n) && length <= int64(br.Size()) {
+		n = int(length)
+	}
+	b, _ := br.Peek(n)
+	return string(b)
 }
 
 // startsAsStream reports whether br's first bytes start an SSE field (data,

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -110,15 +112,45 @@ type turn struct {
 	// scrub takes the client's credentials out of the upstream's words
 	// an error quotes, before they are cut (bridge.Clip).
 	scrub func(string) string
+
+	// endCall (when set) ends the call's request, and so the read of its
+	// body, with a cause: at the end of the grace after the finish reason
+	// (finishGrace), which graceOver then tells.
+	endCall   context.CancelCauseFunc
+	grace     time.Duration
+	graceOver atomic.Bool
 }
 
+// errGraceOver ends a call whose answer was complete at its finish reason
+// when the server sent neither [DONE] nor the end of the body within the
+// grace after it (finishGrace).
+var errGraceOver = errors.New("openai: no [DONE] within the grace after the finish reason")
+
 // read reads the stream to its end ([DONE], or the end of the body after a
-// finish_reason), writing the deltas and tool calls as frames.
+// finish_reason, or the grace after the finish_reason: endCall), writing
+// the deltas and tool calls as frames.
 func (t *turn) read(ctx context.Context, body io.Reader) error {
 	sr := newSSEReader(body, t.maxEvent)
 	sr.scrub = t.scrub
 	held, told := false, false
+	var grace *time.Timer
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
 	for {
+		if grace == nil && t.finish != "" && t.endCall != nil {
+			// The answer is complete at its finish reason: the usage
+			// chunk and [DONE] that may follow are waited for the grace
+			// only, which the server's comments (pings) do not renew (a
+			// server that pings on and never ends the stream held the
+			// call until the request's context ended, then failed it).
+			grace = time.AfterFunc(t.grace, func() {
+				t.graceOver.Store(true)
+				t.endCall(errGraceOver)
+			})
+		}
 		// Text waits for the next write while the next event is at hand
 		// (an answer received at once is stored as one message with its
 		// final frame), and goes out before a read that may wait for the
@@ -131,8 +163,8 @@ func (t *turn) read(ctx context.Context, body io.Reader) error {
 			agent.Hold(t.w, held)
 		}
 		event, data, cut, err := sr.next()
-		if errors.Is(err, io.EOF) {
-			break
+		if errors.Is(err, io.EOF) || err != nil && t.graceOver.Load() {
+			break // the end, or the grace after the finish reason
 		}
 		if err != nil {
 			return readError(ctx, err)
@@ -146,8 +178,20 @@ func (t *turn) read(ctx context.Context, body io.Reader) error {
 			// upstream was cut off, it did not send garbage.
 			return readError(ctx, fmt.Errorf("%w: in the event %s", errCut, quote(data, t.scrub)))
 		}
-		if event == "error" {
+		switch event {
+		case "", "message": // a chunk
+		case "error":
 			return streamError(data, t.scrub)
+		default:
+			// A named event (sse-starlette before 1.4.0 pings with
+			// "event: ping" and a timestamp as its data) is no chunk: an
+			// EventSource's onmessage never sees it. An error object in
+			// it is still the upstream's error, as the official clients
+			// read it.
+			if isErrorObject(data) {
+				return streamError(data, t.scrub)
+			}
+			continue
 		}
 		if err := t.chunk(data); err != nil {
 			return err
@@ -544,8 +588,9 @@ type upstreamError struct {
 }
 
 // streamError maps an error the upstream sent in its stream (the data of
-// an event holding {"error": {...}}, the error object itself, or vLLM's
-// {"object": "error", ...}) to an *bridge.Error: rate limits, server
+// an event holding {"error": {...}}, the error object itself, vLLM's
+// {"object": "error", ...}, or text only, a rate limit when its words say
+// so: saysRateLimited) to an *bridge.Error: rate limits, server
 // errors and timeouts retryable (as bridge.FromResponse takes 408 and 5xx), a refused request or credentials not, anything else
 // upstream_failed. The message is scrubbed (scrub) before it is cut.
 func streamError(raw []byte, scrub func(string) string) error {
@@ -577,7 +622,9 @@ func errorObject(raw []byte, prefix string, scrub func(string) string) error {
 	}
 	msg := prefix + oneLine(ue.Message, scrub)
 	switch {
-	case n == 429 || strings.Contains(kind, "rate_limit"):
+	case n == 429 || strings.Contains(kind, "rate_limit") || ue.Type == "" && code == "" && saysRateLimited(ue.Message):
+		// An error given as text only ("Too many requests, please slow
+		// down") is a rate limit when its words say so.
 		return bridge.Errorf(bridge.CodeRateLimited, true, "%s", msg)
 	case n == 408 || n >= 500 || strings.Contains(kind, "timeout") || strings.Contains(kind, "server_error") ||
 		strings.Contains(kind, "api_error") || strings.Contains(kind, "overloaded") || strings.Contains(kind, "internal"):
@@ -590,6 +637,30 @@ func errorObject(raw []byte, prefix string, scrub func(string) string) error {
 		return bridge.Errorf(bridge.CodeRejected, false, "%s", msg)
 	}
 	return bridge.Errorf(bridge.CodeFailed, false, "%s", msg)
+}
+
+// saysRateLimited reports an error's text that says the upstream limits
+// the rate: "rate limit" (rate_limit, RateLimitError), "too many
+// requests", or the status 429 as a word of its own.
+func saysRateLimited(s string) bool {
+	s = strings.ToLower(s)
+	for _, w := range []string{"rate limit", "rate_limit", "ratelimit", "too many requests"} {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	alnum := func(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' }
+	for i := 0; ; {
+		j := strings.Index(s[i:], "429")
+		if j < 0 {
+			return false
+		}
+		j += i
+		if (j == 0 || !alnum(s[j-1])) && (j+3 == len(s) || !alnum(s[j+3])) {
+			return true
+		}
+		i = j + 3
+	}
 }
 
 // oneLine is s on one line, scrubbed (scrub, when not nil), then cut to
