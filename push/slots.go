@@ -128,18 +128,7 @@ func (s *Store) writeSlots(ctx context.Context, key string, sl taskSlots, rev ui
 	if err != nil {
 		return false, err
 	}
-	if rev == 0 {
-		_, err = s.kv.Create(ctx, key, b)
-	} else {
-		_, err = s.kv.Update(ctx, key, b, rev)
-	}
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return true, nil
+	return s.put(ctx, key, b, rev)
 }
 
 // slotBackoff waits before the attempt-th compare-and-set (from 1): a
@@ -229,24 +218,13 @@ func (s *Store) recount(ctx context.Context, principal string, sl *taskSlots, no
 // reservation (a create of the task under way); a failure leaves the slot
 // to the next recount.
 func (s *Store) release(ctx context.Context, principal, taskID, res string) {
-	key, h := slotsKey(principal), slotOf(tok(taskID))
-	for attempt := range slotAttempts {
-		if attempt > 0 && slotBackoff(ctx, attempt) != nil {
-			return
-		}
-		sl, rev, err := s.readSlots(ctx, key)
-		if err != nil || rev == 0 {
-			return
-		}
-		e, ok := sl.Tasks[h]
-		if !ok || (e.Res != res && e.Res != "" && s.now().Sub(time.UnixMilli(e.At)) < s.grace()) {
-			return
+	s.editSlot(ctx, principal, taskID, func(sl *taskSlots, h string, e taskSlot) bool {
+		if e.Res != res && e.Res != "" && s.now().Sub(time.UnixMilli(e.At)) < s.grace() {
+			return false
 		}
 		delete(sl.Tasks, h)
-		if ok, err := s.writeSlots(ctx, key, sl, rev); ok || err != nil {
-			return
-		}
-	}
+		return true
+	})
 }
 
 // handOver gives principal's slot of task taskID, taken by reservation
@@ -255,6 +233,21 @@ func (s *Store) release(ctx context.Context, principal, taskID, res string) {
 // It leaves a slot another reservation took since; a failure leaves the
 // slot to the delete's grace or the next recount.
 func (s *Store) handOver(ctx context.Context, principal, taskID, res, theirs string) {
+	s.editSlot(ctx, principal, taskID, func(sl *taskSlots, h string, e taskSlot) bool {
+		if e.Res != res {
+			return false
+		}
+		e.Res = theirs
+		sl.Tasks[h] = e
+		return true
+	})
+}
+
+// editSlot changes principal's slot of task taskID with edit (false: no
+// change to write) and writes the slots back by compare-and-set, read
+// again on a conflict; it gives up on a failure, without the slot, or
+// after slotAttempts.
+func (s *Store) editSlot(ctx context.Context, principal, taskID string, edit func(sl *taskSlots, h string, e taskSlot) bool) {
 	key, h := slotsKey(principal), slotOf(tok(taskID))
 	for attempt := range slotAttempts {
 		if attempt > 0 && slotBackoff(ctx, attempt) != nil {
@@ -265,11 +258,9 @@ func (s *Store) handOver(ctx context.Context, principal, taskID, res, theirs str
 			return
 		}
 		e, ok := sl.Tasks[h]
-		if !ok || e.Res != res {
+		if !ok || !edit(&sl, h, e) {
 			return
 		}
-		e.Res = theirs
-		sl.Tasks[h] = e
 		if ok, err := s.writeSlots(ctx, key, sl, rev); ok || err != nil {
 			return
 		}

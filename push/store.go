@@ -360,6 +360,13 @@ func (s *Store) write(ctx context.Context, key string, tc taskConfigs, rev uint6
 	if err != nil {
 		return false, err
 	}
+	return s.put(ctx, key, b, rev)
+}
+
+// put stores b under key at revision rev (0: a new key): a
+// compare-and-set, false when another writer changed the key first.
+func (s *Store) put(ctx context.Context, key string, b []byte, rev uint64) (bool, error) {
+	var err error
 	if rev == 0 {
 		_, err = s.kv.Create(ctx, key, b)
 	} else {
