@@ -79,11 +79,7 @@ type bindings struct {
 // the handler reads of it.
 func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gateRefuse := refuse
-		if checkRPC {
-			gateRefuse = refuseRPCRead(r, b.h.MaxBody())
-		}
-		c, ok := b.h.AdmitBinding(w, r, gateProtocol, gateRefuse)
+		c, ok := b.h.AdmitBinding(w, r, gateProtocol, b.gateRefuse(r, refuse, checkRPC))
 		if !ok {
 			return
 		}
@@ -126,11 +122,8 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			b.notify(w, r, head, next)
 			return
 		}
-		if checkRPC && head.Method != "" {
-			w = &paramsErrorWriter{passThrough: passThrough{w}, method: head.Method, params: head.Params}
-		}
-		if checkRPC && head.Method == methodDeletePushConfig {
-			w = &emptyResultWriter{passThrough: passThrough{w}}
+		if checkRPC {
+			w = rpcWriter(w, head)
 		}
 		switch {
 		case b.refuseFinished(w, r, head, !checkRPC):
@@ -163,6 +156,28 @@ func (b *bindings) holdSlot(w http.ResponseWriter, r *http.Request, id json.RawM
 	defer release()
 	c.slotHeld = true
 	next.ServeHTTP(w, r.WithContext(withCall(r.Context(), c)))
+}
+
+// gateRefuse is how the gate's refusals are written: refuse, or for
+// JSON-RPC (checkRPC) refuseRPCRead, which answers the call's id.
+func (b *bindings) gateRefuse(r *http.Request, refuse host.Refuse, checkRPC bool) host.Refuse {
+	if checkRPC {
+		return refuseRPCRead(r, b.h.MaxBody())
+	}
+	return refuse
+}
+
+// rpcWriter wraps w for the JSON-RPC call head: its invalid params
+// rewritten (paramsErrorWriter), DeleteTaskPushNotificationConfig's
+// result answered as {} (emptyResultWriter).
+func rpcWriter(w http.ResponseWriter, head rpcHead) http.ResponseWriter {
+	if head.Method != "" {
+		w = &paramsErrorWriter{passThrough: passThrough{w}, method: head.Method, params: head.Params}
+	}
+	if head.Method == methodDeletePushConfig {
+		w = &emptyResultWriter{passThrough: passThrough{w}}
+	}
+	return w
 }
 
 // refuseRPC writes a refusal as a JSON-RPC error with id null (the
