@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
@@ -115,6 +118,9 @@ type Handler struct {
 	m     *metrics
 	// models are the model labels of the pool's token series.
 	models modelLabels
+	// scrub is the upstream's Scrub when it is a Scrubber (bound once:
+	// a method value per request was an allocation).
+	scrub func(string) string
 }
 
 var (
@@ -138,7 +144,11 @@ func New(pool string, up Upstream, opts ...Option) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{pool: pool, up: up, cfg: c, slots: make(chan struct{}, c.maxInFlight), m: m}, nil
+	h := &Handler{pool: pool, up: up, cfg: c, slots: make(chan struct{}, c.maxInFlight), m: m}
+	if s, ok := up.(Scrubber); ok {
+		h.scrub = s.Scrub
+	}
+	return h, nil
 }
 
 // configOf is the configuration opts make of the defaults.
@@ -218,13 +228,7 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	// on its bytes: the upstream is read no further.
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	cw := &countingWriter{Writer: w, max: h.cfg.maxAnswer, cancel: cancel, first: func() {
-		h.m.ttft.WithLabelValues(h.pool, name).Observe(time.Since(start).Seconds())
-	}}
-	if s, ok := h.up.(Scrubber); ok {
-		cw.scrub = s.Scrub
-	}
-	cw.final = func(result any) { h.m.countTokens(&h.models, h.pool, name, result, cw.scrub) }
+	cw := &countingWriter{Writer: w, max: h.cfg.maxAnswer, cancel: cancel, h: h, name: name, start: start, scrub: h.scrub}
 	var err error
 	for attempt := 0; ; attempt++ {
 		err = classify(ctx, h.up.Call(callCtx, env, cw))
@@ -259,7 +263,10 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		oc = "cancelled"
 	}
 	h.m.calls.WithLabelValues(h.pool, name, oc).Inc()
-	var be *Error
+	if err == nil {
+		return nil
+	}
+	var be *Error // on the heap (errors.As): declared only for an error
 	if errors.As(err, &be) {
 		be = h.scrubbed(be)
 		h.cfg.log.Warn("upstream call failed", append(requestAttrs(env), "pool", h.pool, "upstream", name,
@@ -326,10 +333,11 @@ func (h *Handler) backoff(attempt int, after time.Duration) time.Duration {
 
 // outcome is a call's outcome label: ok, the error code, or cancelled.
 func outcome(err error) string {
-	var be *Error
-	switch {
-	case err == nil:
+	if err == nil {
 		return "ok"
+	}
+	var be *Error // on the heap (errors.As): declared only for an error
+	switch {
 	case errors.As(err, &be):
 		return be.Code
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -342,21 +350,26 @@ func outcome(err error) string {
 // any is never retried from the start.
 type countingWriter struct {
 	agent.Writer
-	n     int
-	first func()
+	n int
+	// h, name and start are the call's Handler, its upstream's name and
+	// its start: the first frame written observes the time to it, the
+	// first final one counts its tokens (fields, not closures: those were
+	// allocations per request).
+	h     *Handler
+	name  string
+	start time.Time
 	// scrub, when set (a Scrubber upstream), takes the upstream's
 	// credentials out of every frame it writes but the answer's streamed
 	// content (scrubframes.go): an agent's failure message, an HTTP
 	// agent's own e2a.error or acp.jsonrpc_error frame, an interrupt's
 	// question, a status message, a final frame, the frames' metadata.
 	scrub func(string) string
-	// final, called with the result of the request's first final
-	// e2a.complete frame (written by Complete or Write), counts the tokens
-	// it reports: once per request, even when the upstream writes its
-	// final frame again (the OpenAI bridge, after a frame too large), and
-	// before the frame is written, so that the client that sees it finds
-	// them counted. A call retried wrote no frame, so counted nothing.
-	final   func(result any)
+	// counted is set by the request's first final e2a.complete frame
+	// (written by Complete or Write), whose result's tokens are counted:
+	// once per request, even when the upstream writes its final frame
+	// again (the OpenAI bridge, after a frame too large), and before the
+	// frame is written, so that the client that sees it finds them
+	// counted. A call retried wrote no frame, so counted nothing.
 	counted bool
 	// max bounds bytes, those of the frames written (their bodies as
 	// stored, and the metadata each carries: meta, the encoded length of
@@ -391,14 +404,14 @@ func (c *countingWriter) admit(body int64) error {
 // Hold passes agent.Hold on to the runtime's writer.
 func (c *countingWriter) Hold(on bool) { agent.Hold(c.Writer, on) }
 
-// completed calls c.final with the result of the request's first final
-// frame.
+// completed counts the tokens the result of the request's first final
+// frame reports.
 func (c *countingWriter) completed(result any) {
-	if c.counted || c.final == nil {
+	if c.counted || c.h == nil {
 		return
 	}
 	c.counted = true
-	c.final(result)
+	c.h.m.countTokens(&c.h.models, c.h.pool, c.name, result, c.scrub)
 }
 
 // SetMetadata sets the metadata of the frames written after it, scrubbed
@@ -406,29 +419,78 @@ func (c *countingWriter) completed(result any) {
 // frames carry their own metadata, which the final frame shows the client
 // too. (Set once per model response or so: the cost is an encoding.)
 func (c *countingWriter) SetMetadata(m map[string]any) error {
+	// Metadata of strings only (the OpenAI bridge's completion id) is
+	// encoded once, here, for the scrub and the count both.
+	enc, plain := plainStringMap(m)
 	if c.scrub != nil && len(m) > 0 {
-		if raw, ok := scrubBody(m, c.scrub).(json.RawMessage); ok {
+		var scrubbed any
+		if plain {
+			if out, ok := scrubJSON(enc, c.scrub); ok {
+				scrubbed = json.RawMessage(out)
+			}
+		} else {
+			scrubbed = scrubBody(m, c.scrub)
+		}
+		if raw, ok := scrubbed.(json.RawMessage); ok {
 			var out map[string]any
 			d := json.NewDecoder(bytes.NewReader(raw))
 			d.UseNumber() // numbers as they were written
 			if err := d.Decode(&out); err == nil {
-				m = out
+				m, plain = out, false
 			}
 		}
 	}
 	if err := c.Writer.SetMetadata(m); err != nil {
 		return err
 	}
-	c.meta = 0
-	if len(m) > 0 {
+	switch {
+	case len(m) == 0:
+		c.meta = 0
+	case plain:
+		c.meta = int64(len(enc))
+	default:
 		c.meta = jsonLen(m)
 	}
 	return nil
 }
 
+// plainStringMap is the JSON of m as encoding/json writes it (its keys
+// sorted), when m holds only strings (keys and values) without an HTML
+// character (<, >, &), which alone encode differently with HTML escaping
+// (json.Marshal, jsonLen) and without (scrubBody): the same bytes for
+// both. False for anything else, and for an empty m.
+func plainStringMap(m map[string]any) ([]byte, bool) {
+	if len(m) == 0 {
+		return nil, false
+	}
+	var keyArr [8]string
+	keys := keyArr[:0]
+	n := 2
+	for k, v := range m {
+		s, ok := v.(string)
+		if !ok || strings.ContainsAny(k, "<>&") || strings.ContainsAny(s, "<>&") {
+			return nil, false
+		}
+		keys = append(keys, k)
+		n += len(k) + len(s) + 6
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonstr.Append(b, k)
+		b = append(b, ':')
+		b = jsonstr.Append(b, m[k].(string))
+	}
+	return append(b, '}'), true
+}
+
 func (c *countingWriter) wrote() {
-	if c.n == 0 && c.first != nil {
-		c.first()
+	if c.n == 0 && c.h != nil {
+		c.h.m.ttft.WithLabelValues(c.h.pool, c.name).Observe(time.Since(c.start).Seconds())
 	}
 	c.n++
 }

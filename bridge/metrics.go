@@ -199,7 +199,12 @@ func (m *metrics) countTokens(models *modelLabels, pool, upstream string, result
 	for _, k := range tokenKinds {
 		obj := usage
 		if k.in != "" {
-			obj, _ = member(usage, k.in)
+			if obj, _ = member(usage, k.in); obj == nil {
+				// No such object (an upstream that reports no details):
+				// nothing in it to read, and no failed decoding of
+				// nothing (6 allocations).
+				continue
+			}
 		}
 		raw, ok := member(obj, k.name)
 		if !ok {

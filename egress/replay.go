@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,6 +46,12 @@ const (
 type ReplayOption func(*replayConfig) error
 
 type replayConfig struct {
+	// timers, when set (a Service's reads), holds the stopped wait timers
+	// of its closed readers for the next ones' waits: a stream read armed
+	// up to four new timers (3 allocations each) per request. One pool per
+	// service, not per process: a reader's timers belong to the clock of
+	// the goroutines that made them (a synctest bubble's or the real one).
+	timers       *sync.Pool
 	responses    string
 	requests     string
 	batch        int
@@ -471,9 +478,10 @@ func (r *Reader) Close() {
 		return
 	}
 	r.closed = true
-	if r.holdT != nil {
-		r.holdT.Stop()
-	}
+	r.deadlineT = r.releaseTimer(r.deadlineT)
+	r.pollT = r.releaseTimer(r.pollT)
+	r.beatT = r.releaseTimer(r.beatT)
+	r.holdT = r.releaseTimer(r.holdT)
 	if r.sub != nil {
 		_ = r.sub.Unsubscribe()
 	}
@@ -851,7 +859,7 @@ func (r *Reader) wait(ctx context.Context) error {
 		if left <= 0 {
 			return r.waitTimeout(limit)
 		}
-		r.deadlineT = armTimer(r.deadlineT, left)
+		r.deadlineT = r.armTimer(r.deadlineT, left)
 		defer r.deadlineT.Stop()
 		deadline = r.deadlineT.C
 	}
@@ -860,21 +868,21 @@ func (r *Reader) wait(ctx context.Context) error {
 		r.waited = true
 		pollEvery = min(pollEvery, r.cfg.firstPoll)
 	}
-	r.pollT = armTimer(r.pollT, pollEvery)
+	r.pollT = r.armTimer(r.pollT, pollEvery)
 	defer r.pollT.Stop()
 	poll := r.pollT
 	var beat <-chan time.Time
 	if r.cfg.onHeartbeat != nil {
 		// A heartbeat due already (its wait was cut by a poll, say) fires
 		// at once.
-		r.beatT = armTimer(r.beatT, r.nextBeat.Sub(now))
+		r.beatT = r.armTimer(r.beatT, r.nextBeat.Sub(now))
 		defer r.beatT.Stop()
 		beat = r.beatT.C
 	}
 	var hold <-chan time.Time
 	if r.cfg.waits != nil && r.cfg.headHold > 0 && !r.gave && !r.held {
 		if r.holdT == nil {
-			r.holdT = time.NewTimer(r.cfg.headHold)
+			r.holdT = r.armTimer(nil, r.cfg.headHold)
 		}
 		hold = r.holdT.C
 	}
@@ -927,15 +935,35 @@ func (r *Reader) wait(ctx context.Context) error {
 	}
 }
 
-// armTimer returns t (a new timer when nil) set to fire after d. Since Go
-// 1.23 a Reset timer never delivers a value from before the Reset, so
-// reusing the timers of a reader across its waits is safe.
-func armTimer(t *time.Timer, d time.Duration) *time.Timer {
+// armTimer returns t (when nil, a timer a closed reader of the same
+// service left, or a new one) set to fire after d. Since Go 1.23 a Reset
+// timer never delivers a value from before the Reset, so reusing the
+// timers of a reader across its waits, and those of closed readers for
+// other readers, is safe.
+func (r *Reader) armTimer(t *time.Timer, d time.Duration) *time.Timer {
 	if t == nil {
+		if r.cfg.timers != nil {
+			if p, ok := r.cfg.timers.Get().(*time.Timer); ok {
+				p.Reset(d)
+				return p
+			}
+		}
 		return time.NewTimer(d)
 	}
 	t.Reset(d)
 	return t
+}
+
+// releaseTimer stops t (when not nil) and leaves it to the next reader of
+// the same service; it returns nil, for the field that held it.
+func (r *Reader) releaseTimer(t *time.Timer) *time.Timer {
+	if t != nil {
+		t.Stop()
+		if r.cfg.timers != nil {
+			r.cfg.timers.Put(t)
+		}
+	}
+	return nil
 }
 
 func (r *Reader) waitTimeout(limit time.Duration) error {

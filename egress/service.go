@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,9 @@ type Service struct {
 	// liveBuffer is the live channel's size of the readers (WithReplayOptions'
 	// WithLiveBuffer), for subscriptions made by Prepare.
 	liveBuffer int
+	// timers are the wait timers its closed readers left for the next
+	// ones (replayConfig.timers).
+	timers sync.Pool
 	// historyTurns holds a token per History lookup in progress
 	// (WithHistoryLimits; nil without a History).
 	historyTurns chan struct{}
@@ -250,6 +254,7 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 		floors: ackFloors{js: js, m: map[string]ackFloor{}}}
 	s.readsWith = func(c *replayConfig) error {
 		c.mux = mux
+		c.timers = &s.timers
 		c.waitLimits.set(cfg.maxWait, cfg.idleTimeout)
 		return nil
 	}

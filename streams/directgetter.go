@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -30,6 +31,12 @@ type DirectGetter struct {
 
 	mu    sync.Mutex
 	calls map[string]chan *nats.Msg
+
+	// timers are the stopped timers of calls that ended, for the bound of
+	// the next ones (bound): a context with a timeout per call was 4 to 7
+	// allocations per read (an ingress check of a request id, every
+	// stream read of egress).
+	timers sync.Pool
 }
 
 // NewDirectGetter subscribes the shared reply inbox on nc. It is safe for
@@ -114,8 +121,8 @@ type directGetBatchRequest struct {
 // (from the EOB status). A subject with no message at or after start is
 // not an error: fn is not called and pending is 0.
 func (m *DirectGetter) GetBatch(ctx context.Context, stream, subject string, start uint64, batch, maxBytes int, fn func(seq uint64, h nats.Header, data []byte) error) (pending uint64, err error) {
-	ctx, cancel := boundContext(ctx)
-	defer cancel()
+	bound := m.bound(ctx)
+	defer m.unbound(bound)
 	if batch < 1 {
 		batch = 1
 	}
@@ -137,6 +144,8 @@ func (m *DirectGetter) GetBatch(ctx context.Context, stream, subject string, sta
 		case msg = <-ch:
 		case <-ctx.Done():
 			return 0, ctx.Err()
+		case <-timerC(bound):
+			return 0, context.DeadlineExceeded
 		}
 		if len(msg.Data) == 0 && msg.Header != nil {
 			if st := ReplyStatus(msg); st != "" {
@@ -177,8 +186,8 @@ func (m *DirectGetter) ConfirmLast(ctx context.Context, stream, subject string) 
 // GetLast reads the last message stored under subject (which may hold
 // wildcards) in stream; it returns nil when there is none.
 func (m *DirectGetter) GetLast(ctx context.Context, stream, subject string) (*nats.Msg, error) {
-	ctx, cancel := boundContext(ctx)
-	defer cancel()
+	bound := m.bound(ctx)
+	defer m.unbound(bound)
 	if err := ctx.Err(); err != nil { // sends nothing (see DirectGetBatch)
 		return nil, err
 	}
@@ -216,7 +225,43 @@ func (m *DirectGetter) GetLast(ctx context.Context, stream, subject string) (*na
 		return msg, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-timerC(bound):
+		return nil, context.DeadlineExceeded
 	}
+}
+
+// bound is the timer that ends a call with ctx after
+// DefaultDirectGetTimeout (the error a context bounded so would give,
+// context.DeadlineExceeded), when ctx has no deadline of its own: a reply
+// lost with a dying server would otherwise never end it. Nil when ctx has
+// one. A timer of a call that ended is reused (since Go 1.23 a Reset
+// timer never delivers a value from before the Reset); unbound gives it
+// back.
+func (m *DirectGetter) bound(ctx context.Context) *time.Timer {
+	if _, ok := ctx.Deadline(); ok {
+		return nil
+	}
+	if t, ok := m.timers.Get().(*time.Timer); ok {
+		t.Reset(DefaultDirectGetTimeout)
+		return t
+	}
+	return time.NewTimer(DefaultDirectGetTimeout)
+}
+
+// unbound stops t (bound's) and keeps it for a later call.
+func (m *DirectGetter) unbound(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+		m.timers.Put(t)
+	}
+}
+
+// timerC is t's channel, nil (a wait without it) for no timer.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
 }
 
 func msgHeaderUint(m *nats.Msg, key string) uint64 {

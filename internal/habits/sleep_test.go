@@ -24,6 +24,7 @@ var sleepAllowed = map[string]string{
 	"cmd/e2a/serveuntil_test.go:TestServeUntilWaitsForEveryAgent":               "inside a testing/synctest bubble: the sleep advances the fake clock (an agent draining)",
 	"deploy/cluster_e2e_test.go:readSSE":                                        "a reconnecting SSE client's delay between attempts, as an EventSource's retry",
 	"egress/cluster_test.go:TestReplayCluster":                                  "readers join at random points of a paced write",
+	"egress/waittimers_internal_test.go:TestPooledTimerNoStaleFire":             "inside a testing/synctest bubble: the sleep advances the fake clock (a pooled timer fired unread)",
 	"egress/console/stats_internal_test.go:TestStatsReading":                    "inside a testing/synctest bubble: the sleep advances the fake clock (rates over 2 s)",
 	"egress/replay_test.go:TestReplaySeam":                                      "readers join at random points of a paced write",
 	"egress/replay_test.go:TestReplaySlowReaderBoundedBuffer":                   "a reader slower than the writer",
