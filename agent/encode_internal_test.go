@@ -242,3 +242,71 @@ func TestNewFrameEncoderAllocs(t *testing.T) {
 		t.Errorf("newFrameEncoder: %v allocations, want at most 2", n)
 	}
 }
+
+// BenchmarkNewFrameEncoder: a bridged request's template (encoded at its
+// pick-up and again at the bridge's SetMetadata), split where its sentinels
+// are.
+func BenchmarkNewFrameEncoder(b *testing.B) {
+	tmpl := e2a.ResponseFor(&e2a.Envelope{ProtocolVersion: "1.0", RequestID: "bench-000123", Channel: "http", Method: "chat.send",
+		Provenance: &e2a.Provenance{SourceProtocol: "e2a"}})
+	tmpl.Provenance = e2a.Provenance{SourceProtocol: "e2a", Converter: "e2a-pipeline/agent", Details: map[string]any{"pool": "bridge", "worker": "0192f3a4-5b6c-7d8e-9f01-23456789abcd"}}
+	tmpl.Metadata = map[string]any{"llm_response_id": "chatcmpl-0123456789"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !newFrameEncoder(&tmpl).ok {
+			b.Fatal("the template does not split")
+		}
+	}
+}
+
+// newFrameEncoderRef is newFrameEncoder as it searched before: a count of
+// the sentinels, then each piece searched from the start.
+func newFrameEncoderRef(tmpl *e2a.Response) frameEncoder {
+	r := *tmpl
+	r.ResponseID, r.Sequence, r.IsFinal = sentinelR, 0, false
+	r.Status, r.ResponseKind, r.Timestamp, r.Body = sentinelS, sentinelK, sentinelT, sentinelBody
+	out, err := e2a.MarshalResponse(&r)
+	if err != nil || bytes.Count(out, sentinelBytes) != 5 {
+		return frameEncoder{}
+	}
+	i := bytes.Index(out, sentinelRespID)
+	j := bytes.Index(out, sentinelMiddle)
+	k := bytes.Index(out, sentinelBody)
+	if i < 0 || j < i+len(sentinelRespID) || k < j+len(sentinelMiddle) {
+		return frameEncoder{}
+	}
+	return frameEncoder{ok: true, head: out[:i:i], mid: out[i+len(sentinelRespID) : j : j],
+		tail: out[j+len(sentinelMiddle) : k : k], end: out[k+len(sentinelBody):]}
+}
+
+// TestNewFrameEncoderSplitsAsBefore: the one-pass search splits every
+// template as the count and searches did, and refuses the same: a
+// sentinel (or its part after "e2a") in another field, before, between or
+// after the variable fields.
+func TestNewFrameEncoderSplitsAsBefore(t *testing.T) {
+	tail := sentinel[sentinelSkip:]
+	var tmpls []e2a.Response
+	for _, v := range []string{"", "web", sentinel, tail, "x" + tail, "e2" + tail, sentinel + sentinel, "e2a" + tail[:5], "S", "SSentinel"} {
+		tmpls = append(tmpls,
+			e2a.ResponseFor(&e2a.Envelope{RequestID: "req-1", Channel: v, UserID: "u", TaskID: "task-1"}),
+			e2a.ResponseFor(&e2a.Envelope{RequestID: v, Channel: "web"}),
+			e2a.Response{RequestID: "r", Provenance: e2a.Provenance{SourceProtocol: v}, Metadata: map[string]any{"k": v}},
+			e2a.Response{RequestID: "r", ACPMeta: map[string]any{"k": v}, Method: v},
+			e2a.Response{RequestID: "r", JSONRPCID: json.RawMessage(`"` + v + `"`)},
+		)
+	}
+	split := 0
+	for _, tm := range tmpls {
+		got, want := newFrameEncoder(&tm), newFrameEncoderRef(&tm)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%+v:\nsplit %v %q %q %q %q\nwant  %v %q %q %q %q", tm, got.ok, got.head, got.mid, got.tail, got.end,
+				want.ok, want.head, want.mid, want.tail, want.end)
+		}
+		if got.ok {
+			split++
+		}
+	}
+	if split == 0 || split == len(tmpls) {
+		t.Errorf("%d templates of %d split: both kinds are wanted", split, len(tmpls))
+	}
+}

@@ -50,7 +50,7 @@ func FromJSON(data []byte) (*Envelope, error) {
 	}
 	var env Envelope
 	for key, v := range raw {
-		if err := readEnvelopeField(&env, key, v); err != nil {
+		if err := readEnvelopeField(&env, key, v, nil); err != nil {
 			return nil, fieldError(key, err)
 		}
 	}
@@ -122,12 +122,12 @@ func sentKind(v string) string {
 func (env *Envelope) readCompat(get func(int) json.RawMessage) error {
 	// Compatibility keys: the new name wins when both are present.
 	if env.Channel == "" {
-		if err := readString(get(keyChannelID), &env.Channel); err != nil {
+		if err := readString(get(keyChannelID), &env.Channel, nil); err != nil {
 			return fieldError("channel_id", err)
 		}
 	}
 	if env.Method == "" {
-		if err := readString(get(keyReqMethod), &env.Method); err != nil {
+		if err := readString(get(keyReqMethod), &env.Method, nil); err != nil {
 			return fieldError("req_method", err)
 		}
 	}
@@ -178,54 +178,58 @@ func (env *Envelope) readCompat(get func(int) json.RawMessage) error {
 	return nil
 }
 
-func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
+// readEnvelopeField reads the member key of an envelope into env; fr is
+// fromJSONFast's (its strings' arena and the provenance allocated with
+// env), nil on the general path.
+func readEnvelopeField(env *Envelope, key string, v json.RawMessage, fr *fastReader) error {
+	a := fr.arena()
 	switch key {
 	case "protocol_version":
-		return readString(v, &env.ProtocolVersion)
+		return readString(v, &env.ProtocolVersion, a)
 	case "request_id":
 		// string / null (§4.1); a number was read as its decimal text,
 		// which the specification does not allow.
-		return readString(v, &env.RequestID)
+		return readString(v, &env.RequestID, a)
 	case "jsonrpc_id":
 		return readJSONRPCID(v, &env.JSONRPCID)
 	case "correlation_id":
-		return readString(v, &env.CorrelationID)
+		return readString(v, &env.CorrelationID, a)
 	case "task_id":
-		return readString(v, &env.TaskID)
+		return readString(v, &env.TaskID, a)
 	case "context_id":
-		return readString(v, &env.ContextID)
+		return readString(v, &env.ContextID, a)
 	case "session_id":
-		return readString(v, &env.SessionID)
+		return readString(v, &env.SessionID, a)
 	case "channel":
-		return readString(v, &env.Channel)
+		return readString(v, &env.Channel, a)
 	case "method":
-		return readString(v, &env.Method)
+		return readString(v, &env.Method, a)
 	case "message_id":
-		return readString(v, &env.MessageID)
+		return readString(v, &env.MessageID, a)
 	case "is_stream":
 		return readBool(v, &env.IsStream)
 	case "timestamp":
-		return readTimestamp(v, &env.Timestamp)
+		return readTimestamp(v, &env.Timestamp, a)
 	case "identity_origin":
-		return readString(v, &env.IdentityOrigin)
+		return readString(v, &env.IdentityOrigin, a)
 	case "user_id":
-		return readString(v, &env.UserID)
+		return readString(v, &env.UserID, a)
 	case "source_agent_id":
-		return readString(v, &env.SourceAgentID)
+		return readString(v, &env.SourceAgentID, a)
 	case "params":
 		return readObject(v, &env.Params)
 	case "provenance":
 		if fastRead && !isNull(v) {
-			if p, ok := readProvenanceFast(v); ok {
+			if p, ok := provenanceFast(v, false, fr.provenance(), a); ok {
 				env.Provenance = p
 				return nil
 			}
 		}
 		return readStruct(v, &env.Provenance)
 	case "ext_method":
-		return readString(v, &env.ExtMethod)
+		return readString(v, &env.ExtMethod, a)
 	case "session_update_kind":
-		return readString(v, &env.SessionUpdateKind)
+		return readString(v, &env.SessionUpdateKind, a)
 	case "expected_output_modes":
 		return readStrings(v, &env.ExpectedOutputModes)
 	case "auth":
@@ -237,7 +241,7 @@ func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
 	case "acp_meta":
 		return readObject(v, &env.ACPMeta)
 	case "deadline":
-		return readTimestamp(v, &env.Deadline)
+		return readTimestamp(v, &env.Deadline, a)
 	case "trace":
 		if isNull(v) {
 			return nil
@@ -311,12 +315,13 @@ func DecodeStrict(data []byte, v any) error {
 }
 
 // readString reads a string member (§4: "string / null"); null leaves
-// *dst unchanged. Any other JSON type is refused, never converted.
-func readString(v json.RawMessage, dst *string) error {
+// *dst unchanged. Any other JSON type is refused, never converted. A plain
+// string is cut from a when it has room (a may be nil).
+func readString(v json.RawMessage, dst *string, a *strArena) error {
 	if isNull(v) {
 		return nil
 	}
-	if s, ok := plainString(v); ok {
+	if s, ok := a.plain(v); ok {
 		*dst = s
 		return nil
 	}
@@ -375,9 +380,25 @@ func jsonKind(t []byte) string {
 // control character, valid UTF-8) straight from its bytes, as
 // json.Unmarshal would; ok is false for any other value, which the caller
 // hands to json.Unmarshal. Most of an envelope's strings are plain.
-func plainString(v []byte) (string, bool) {
+func plainString(v []byte) (string, bool) { return (*strArena)(nil).plain(v) }
+
+// strArena hands out the plain strings of one envelope from one
+// allocation (an envelope has a dozen, each its own allocation else):
+// fromJSONFast sizes it for the members it found. A string that does not
+// fit is allocated on its own. The strings share their memory, which the
+// arena's Builder never writes again: one kept keeps the others (a few
+// hundred bytes of ids and times), never the input.
+type strArena struct{ b strings.Builder }
+
+// plain is plainString, its string cut from a when a (may be nil) has room.
+func (a *strArena) plain(v []byte) (string, bool) {
 	in, ok := jsonstr.Plain(bytes.TrimSpace(v))
-	return string(in), ok
+	if !ok || len(in) == 0 || a == nil || a.b.Cap()-a.b.Len() < len(in) {
+		return string(in), ok
+	}
+	n := a.b.Len()
+	a.b.Write(in)
+	return a.b.String()[n:], true
 }
 
 // readStruct reads an object member into a new T (its numbers as
@@ -484,13 +505,13 @@ func CanonicalJSONRPCID(raw json.RawMessage) (json.RawMessage, error) {
 // caller to refuse, but for a leap second (second 60) where none can be,
 // refused here: the caller's "not RFC 3339" would be wrong about its
 // syntax, which RFC 3339 allows.
-func readTimestamp(v json.RawMessage, dst *string) error {
+func readTimestamp(v json.RawMessage, dst *string, a *strArena) error {
 	if isNull(v) {
 		return nil
 	}
 	t := bytes.TrimSpace(v)
 	if t[0] == '"' {
-		s, ok := plainString(t)
+		s, ok := a.plain(t)
 		if !ok {
 			if err := json.Unmarshal(t, &s); err != nil {
 				return err
@@ -610,6 +631,11 @@ func appendDigits(dst []byte, v, n int) []byte {
 // every stage's parser reads (Go's and Python's refuse second 60).
 // Anything that is not RFC 3339 is returned unchanged.
 func NormalizeTime(s string) string {
+	if isUTCTime(s) {
+		// Every envelope the pipeline writes has its times so (the agent
+		// reads one per request): no parse.
+		return s
+	}
 	t, err := ParseTime(s)
 	if err != nil {
 		return s
@@ -701,4 +727,72 @@ func toInt(v any) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// isUTCTime reports whether s is an RFC 3339 time in UTC ("Z", "+00:00"
+// or "-00:00"), second 60 excluded, in the form time.Parse reads on its
+// fast path (two-digit fields, "." and at least one digit before a
+// fraction): the form the normalizer writes, which NormalizeTime keeps as
+// written without parsing it (FuzzNormalizeTime compares the two). false
+// leaves s to ParseTime.
+func isUTCTime(s string) bool {
+	n := len(s)
+	switch {
+	case n >= 20 && s[n-1] == 'Z':
+		n--
+	case n >= 25 && (s[n-6] == '+' || s[n-6] == '-') && s[n-5:] == "00:00":
+		n -= 6
+	default:
+		return false
+	}
+	if s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return false
+	}
+	year, ok1 := digits(s[0:4])
+	month, ok2 := digits(s[5:7])
+	day, ok3 := digits(s[8:10])
+	hour, ok4 := digits(s[11:13])
+	minute, ok5 := digits(s[14:16])
+	sec, ok6 := digits(s[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		hour > 23 || minute > 59 || sec > 59 {
+		return false
+	}
+	if n == 19 {
+		return true
+	}
+	// A fraction: "." and one digit or more, up to the zone.
+	if n == 20 || s[19] != '.' {
+		return false
+	}
+	_, ok := digits(s[20:n])
+	return ok
+}
+
+// digits reads s, ASCII digits only, as a decimal number (v wraps for more
+// than 18 digits; isUTCTime only checks a fraction's).
+func digits(s string) (v int, ok bool) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+// daysIn is the number of days of month (1..12) in year (proleptic
+// Gregorian, as package time counts them).
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }

@@ -81,20 +81,89 @@ func fromJSONFast(data []byte) (env *Envelope, ok bool, err error) {
 	}) {
 		return nil, false, nil
 	}
-	var e Envelope
+	// The envelope and its provenance in one allocation, their strings in
+	// another.
+	var fr fastReader
+	var e *Envelope
+	if raw[keyProvenance] != nil {
+		both := new(struct {
+			env  Envelope
+			prov Provenance
+		})
+		e, fr.prov = &both.env, &both.prov
+	} else {
+		e = new(Envelope)
+	}
+	size := 0
+	for i, v := range raw[:keyChannelID] {
+		if stringMembers&(1<<i) != 0 && len(v) > 2 {
+			size += len(v) - 2 // the quotes
+		}
+	}
+	size += min(len(raw[keyProvenance]), maxProvenanceStrings)
+	fr.strs.b.Grow(size)
 	for i, v := range raw[:keyChannelID] {
 		if v == nil {
 			continue
 		}
-		if err := readEnvelopeField(&e, envelopeKeys[i], v); err != nil {
+		if err := readEnvelopeField(e, envelopeKeys[i], v, &fr); err != nil {
 			return nil, true, fieldError(envelopeKeys[i], err)
 		}
 	}
 	if err := e.readCompat(raw.get); err != nil {
 		return nil, true, err
 	}
-	return &e, true, nil
+	return e, true, nil
 }
+
+// fastReader is what fromJSONFast lends readEnvelopeField: the arena of the
+// envelope's strings, and the provenance allocated with the envelope.
+type fastReader struct {
+	strs strArena
+	prov *Provenance
+}
+
+// arena is fr's string arena; nil (no arena) for a nil fr.
+func (fr *fastReader) arena() *strArena {
+	if fr == nil {
+		return nil
+	}
+	return &fr.strs
+}
+
+// provenance is the provenance allocated with the envelope, once; nil
+// (allocate one) after, or for a nil fr.
+func (fr *fastReader) provenance() *Provenance {
+	if fr == nil {
+		return nil
+	}
+	p := fr.prov
+	fr.prov = nil
+	return p
+}
+
+// stringMembers has bit i set for envelopeKeys[i] read as a string (ids,
+// names, times): the members whose length sizes the string arena.
+var stringMembers = func() (m uint64) {
+	for i, k := range envelopeKeys[:keyChannelID] {
+		switch k {
+		case "protocol_version", "request_id", "correlation_id", "task_id", "context_id", "session_id", "channel",
+			"method", "message_id", "timestamp", "identity_origin", "user_id", "source_agent_id", "ext_method",
+			"session_update_kind", "deadline":
+			m |= 1 << i
+		}
+	}
+	return m
+}()
+
+// keyProvenance is the index of "provenance" in envelopeKeys.
+const keyProvenance = 16
+
+// maxProvenanceStrings bounds what the provenance adds to the string arena
+// (its value's length: its three strings and its details, which are not
+// the arena's): the normalizer's are 70 bytes or so (a converted_at of 32,
+// a converter of 28); longer ones are allocated on their own.
+const maxProvenanceStrings = 96
 
 // readObjectFast reads a free-form object as DecodeStrict does into a
 // map[string]any, from valid JSON; ok is false for a value that is not an
@@ -112,16 +181,17 @@ func objectFast(v []byte, floats bool) (map[string]any, bool) {
 	return m, ok
 }
 
-// readProvenanceFast reads a provenance object as DecodeStrict does into a
+// provenanceFast reads a provenance object as DecodeStrict does into a
 // Provenance when its members are plain (each known key once, in its exact
-// case, strings without escapes, details an object or null); ok is false
-// otherwise.
-func readProvenanceFast(v []byte) (*Provenance, bool) { return provenanceFast(v, false) }
-
-// provenanceFast is readProvenanceFast, numbers in details as floats says
-// (see objectFast).
-func provenanceFast(v []byte, floats bool) (*Provenance, bool) {
-	var p Provenance
+// case, strings without escapes, details an object or null), numbers in
+// details as floats says (see objectFast); ok is false otherwise. It reads
+// into into when it is not nil (zero; written to even when ok is false),
+// and cuts its strings from a when it has room (a may be nil).
+func provenanceFast(v []byte, floats bool, into *Provenance, a *strArena) (*Provenance, bool) {
+	p := into
+	if p == nil {
+		p = new(Provenance)
+	}
 	var seen [len(provenanceKeys)]bool
 	ok := jsonstr.Members(v, func(key, val []byte) bool {
 		i, folded := keyIndex(provenanceKeys[:], key)
@@ -143,7 +213,7 @@ func provenanceFast(v []byte, floats bool) (*Provenance, bool) {
 			p.Details = m
 			return ok
 		}
-		s, ok := plainString(val)
+		s, ok := a.plain(val)
 		switch i {
 		case 0:
 			p.SourceProtocol = s
@@ -157,7 +227,7 @@ func provenanceFast(v []byte, floats bool) (*Provenance, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &p, true
+	return p, true
 }
 
 // provenanceKeys are the members of a Provenance, in the order of its fields.
@@ -222,7 +292,7 @@ func (r *Response) scan(data []byte) bool {
 			}
 			return true
 		case "provenance":
-			p, ok := provenanceFast(val, true)
+			p, ok := provenanceFast(val, true, nil, nil)
 			if ok {
 				r.Provenance = *p
 			}
