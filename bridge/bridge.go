@@ -546,6 +546,15 @@ func (c *countingWriter) Write(kind, status string, body any, final bool) error 
 	return c.Writer.Write(kind, status, body, final)
 }
 
+// JSONSizer is a frame's body that tells the length of its JSON (as
+// json.Marshal writes it) without being encoded, or ok false when it
+// cannot tell: the bridge counts every frame's body against its answer
+// bound, and a bridge's final result (the OpenAI bridge's) was encoded
+// for it, then again by the runtime.
+type JSONSizer interface {
+	JSONLen() (n int64, ok bool)
+}
+
 // jsonLen is about the length of v's JSON as the runtime stores it: a
 // string's escaped length, a raw message's own, anything else's encoding
 // counted (0 when it does not encode: the runtime refuses it).
@@ -559,6 +568,10 @@ func jsonLen(v any) int64 {
 		return int64((len(b)+2)/3*4 + 2) // base64
 	case string:
 		return jsonStringLen(b)
+	case JSONSizer:
+		if n, ok := b.JSONLen(); ok {
+			return n
+		}
 	}
 	var n byteCounter
 	e := json.NewEncoder(&n)

@@ -13,7 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -418,9 +418,11 @@ func (c *Client) SetHeaders(ctx context.Context, h http.Header, env *e2a.Envelop
 		tc = e2a.CleanTrace(env.Trace)
 	}
 	if tc != nil && tc.Traceparent != "" {
-		h.Set("traceparent", tc.Traceparent)
+		// Set under their canonical names, as Header.Set would, without
+		// its canonicalizing into a new string each call.
+		h["Traceparent"] = []string{tc.Traceparent}
 		if tc.Tracestate != "" {
-			h.Set("tracestate", tc.Tracestate)
+			h["Tracestate"] = []string{tc.Tracestate}
 		}
 	}
 }
@@ -456,7 +458,9 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 		resp.Body = newIdleBody(resp.Body, c.idle, cancel)
 		return nil, fromResponse(resp, c.creds)
 	}
-	resp.Body = newIdleBody(bodyReader{resp.Body}, c.idle, cancel)
+	body := newIdleBody(resp.Body, c.idle, cancel)
+	body.mark = true // bodyReader's marking, without its own allocation
+	resp.Body = body
 	return resp, nil
 }
 
@@ -482,45 +486,77 @@ func isDecodeError(err error) bool {
 	return errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt)
 }
 
+// BodyCancel returns the function that ends the call whose answer's
+// body is body (one Do returned): a read of it waiting for the upstream
+// fails then, the call's context cancelled with the cause given (as Do's
+// idle timeout ends it). It is nil for any other body.
+func BodyCancel(body io.ReadCloser) context.CancelCauseFunc {
+	if b, ok := body.(*idleBody); ok {
+		return b.cancel
+	}
+	return nil
+}
+
 // idleBody fails a read that waits longer than idle, cancelling the
 // request (which unblocks the read) with ErrIdleTimeout as the cause.
+// A read that returns bytes only notes when it did (a read per event of
+// a streamed answer reset the timer, which locks the runtime's timers):
+// the timer, at its end, waits on for what is left of the idle timeout
+// since then.
 type idleBody struct {
 	rc     io.ReadCloser
 	idle   time.Duration
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
-	mu     sync.Mutex
-	fired  bool
+	// start is when the body was made; last, when a read last returned
+	// bytes (since start).
+	start time.Time
+	last  atomic.Int64
+	fired atomic.Bool
+	// closed: the timer is not restarted.
+	closed atomic.Bool
+	// mark: the transport's read failures are marked as bodyReader marks
+	// them (a 2xx answer's body).
+	mark bool
 }
 
 func newIdleBody(rc io.ReadCloser, idle time.Duration, cancel context.CancelCauseFunc) *idleBody {
-	b := &idleBody{rc: rc, idle: idle, cancel: cancel}
+	b := &idleBody{rc: rc, idle: idle, cancel: cancel, start: time.Now()}
 	b.timer = time.AfterFunc(idle, b.fire)
 	return b
 }
 
 func (b *idleBody) fire() {
-	b.mu.Lock()
-	b.fired = true
-	b.mu.Unlock()
+	if b.closed.Load() {
+		return
+	}
+	if left := b.idle - (time.Since(b.start) - time.Duration(b.last.Load())); left > 0 {
+		b.timer.Reset(left) // bytes came since the timer was set
+		return
+	}
+	b.fired.Store(true)
 	b.cancel(ErrIdleTimeout)
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	b.mu.Lock()
-	fired := b.fired
-	b.mu.Unlock()
-	if fired {
+	var n int
+	var err error
+	if b.mark {
+		n, err = bodyReader{b.rc}.Read(p)
+	} else {
+		n, err = b.rc.Read(p)
+	}
+	if b.fired.Load() {
 		return n, ErrIdleTimeout
 	}
 	if n > 0 {
-		b.timer.Reset(b.idle)
+		b.last.Store(int64(time.Since(b.start)))
 	}
 	return n, err
 }
 
 func (b *idleBody) Close() error {
+	b.closed.Store(true)
 	b.timer.Stop()
 	err := b.rc.Close()
 	b.cancel(nil)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
@@ -83,5 +84,28 @@ func TestResultAllocs(t *testing.T) {
 	want = `{"result":{"content":"` + text + `","finish_reason":"stop","model":"m","refusal":"\u003cno\u003e"}}`
 	if b, err := json.Marshal(e2a.CompleteBody{Result: tr.result()}); err != nil || string(b) != want {
 		t.Errorf("final frame's body %s (%v), want %s", b, err, want)
+	}
+}
+
+// TestGraceAllocs: an answer whose [DONE] is already read when its finish
+// reason is (the usage chunk and [DONE] following at once, as servers
+// send them) arms no grace timer (its timer and function were 2
+// allocations per call): nothing is left to wait for.
+func TestGraceAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	stream := benchStream(7)
+	read := func(endCall context.CancelCauseFunc) float64 {
+		return testing.AllocsPerRun(50, func() {
+			tr := &turn{w: &nopWriter{}, maxEvent: 1 << 20, endCall: endCall, grace: time.Minute}
+			if err := tr.read(context.Background(), bytes.NewReader(stream)); err != nil || !tr.done {
+				t.Fatal(err, tr.done)
+			}
+		})
+	}
+	without, with := read(nil), read(func(error) {})
+	if with > without {
+		t.Errorf("reading an answer whose [DONE] is at hand: %v allocations with a grace, %v without", with, without)
 	}
 }

@@ -155,11 +155,20 @@ type request struct {
 	Model         string         `json:"model"`
 	Messages      []message      `json:"messages"`
 	Stream        bool           `json:"stream"`
-	StreamOptions map[string]any `json:"stream_options,omitempty"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
 	// Params are the other members (WithParams, the request's own:
 	// paramsFor), written after these (MarshalJSON).
 	Params map[string]json.RawMessage `json:"-"`
 }
+
+// streamOptions are a request's stream_options.
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// includeUsage asks for the usage chunk (shared by every call: never
+// changed).
+var includeUsage = &streamOptions{IncludeUsage: true}
 
 // Call sends env's conversation to the model and writes its streamed
 // answer as env's frames (see the package documentation).
@@ -174,13 +183,9 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	}
 	r := request{Model: u.model, Messages: msgs, Stream: true, Params: params}
 	if !u.noStreamUsage.Load() {
-		r.StreamOptions = map[string]any{"include_usage": true}
+		r.StreamOptions = includeUsage
 	}
-	// The call's own context: ended at the grace after the finish reason
-	// (turn.read), which unblocks a read the server's pings would hold.
-	callCtx, endCall := context.WithCancelCause(ctx)
-	defer endCall(nil)
-	resp, err := u.post(callCtx, env, r)
+	resp, err := u.post(ctx, env, r)
 	if r.StreamOptions != nil && usageRefused(err) {
 		// Mistral's API (422, extra_forbidden) and Azure OpenAI's older
 		// API versions (400, "Unrecognized request argument supplied:
@@ -190,7 +195,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		// the request, stream_options and all (FastAPI's validation
 		// errors echo it): refused again, later calls still ask for usage.
 		r.StreamOptions = nil
-		resp, err = u.post(callCtx, env, r)
+		resp, err = u.post(ctx, env, r)
 		if err == nil && u.noStreamUsage.CompareAndSwap(false, true) {
 			u.log.Warn("openai bridge: the upstream refuses stream_options.include_usage; calling it without (its final frames carry no token usage)",
 				"pool", u.pool, "upstream", u.Name())
@@ -204,8 +209,12 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if err != nil {
 		return err
 	}
+	// The call is ended at the grace after the finish reason (turn.read),
+	// which unblocks a read the server's pings would hold: its body's
+	// cancel, not a context of Call's own around the client's (2
+	// allocations a call).
 	t := &turn{w: w, maxEvent: u.maxEvent, scrub: u.Scrub, callPrefix: "call_" + env.RequestID + "_",
-		endCall: endCall, grace: min(finishGrace, u.client.IdleTimeout()/2)}
+		endCall: bridge.BodyCancel(resp.Body), grace: min(finishGrace, u.client.IdleTimeout()/2)}
 	if u.thinkOpen {
 		t.think.open()
 	}
@@ -231,7 +240,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 
 // post sends r for env and returns the upstream's answer (its headers).
 func (u *Upstream) post(ctx context.Context, env *e2a.Envelope, r request) (*http.Response, error) {
-	body, err := json.Marshal(r)
+	body, err := r.encode() // not json.Marshal(r): r boxed, its body compacted and copied again
 	if err != nil {
 		return nil, agent.Errorf(e2a.ErrCodeInvalidRequest, false, "request does not encode: %v", err)
 	}
@@ -239,14 +248,25 @@ func (u *Upstream) post(ctx context.Context, env *e2a.Envelope, r request) (*htt
 	if err != nil {
 		return nil, fmt.Errorf("openai: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
+	// The values are shared by every call (read only, of capacity 1: an
+	// Add would copy them): Header.Set made a slice for each.
+	req.Header["Content-Type"] = contentTypeJSON
+	req.Header["Accept"] = acceptSSE
 	return u.client.Do(req, env)
 }
+
+// The values of a call's Content-Type and Accept headers.
+var (
+	contentTypeJSON = []string{"application/json"}[:1:1]
+	acceptSSE       = []string{"text/event-stream"}[:1:1]
+)
 
 // usageRefused reports the upstream's refusal of a call for its
 // stream_options: a 400 or 422 whose words name it.
 func usageRefused(err error) bool {
+	if err == nil {
+		return false // be below escapes: no allocation on the common path
+	}
 	var be *bridge.Error
 	return errors.As(err, &be) && (be.Status == http.StatusBadRequest || be.Status == http.StatusUnprocessableEntity) &&
 		strings.Contains(be.Message, "stream_options")

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 )
 
 // check tells whether v (a JSON value decoded with UseNumber) is of the
@@ -195,18 +197,72 @@ func (u *Upstream) tokenLimit() (limit int64, ok bool) {
 	return limit, ok
 }
 
-// MarshalJSON writes the request's members, then its Params.
-func (r request) MarshalJSON() ([]byte, error) {
-	type fixed request // without this method
-	b, err := json.Marshal(fixed(r))
+// MarshalJSON writes the request's members, then its Params (encode).
+func (r request) MarshalJSON() ([]byte, error) { return r.encode() }
+
+// encode is the request's body: its members, then its Params.
+func (r *request) encode() ([]byte, error) {
+	if b, ok := r.appendPlain(); ok {
+		return r.appendParams(b)
+	}
+	// fixed is without MarshalJSON; a pointer to it, not a copy, goes
+	// into json.Marshal's interface (a copy was an allocation).
+	type fixed request
+	b, err := json.Marshal((*fixed)(r))
 	if err != nil || len(r.Params) == 0 {
 		return b, err
+	}
+	return r.appendParams(b)
+}
+
+// appendParams appends the request's Params to b, its members.
+func (r *request) appendParams(b []byte) ([]byte, error) {
+	if len(r.Params) == 0 {
+		return b, nil
 	}
 	extra, err := json.Marshal(r.Params) // never a member of fixed: checkParams
 	if err != nil {
 		return nil, err
 	}
 	return append(append(b[:len(b)-1], ','), extra[1:]...), nil
+}
+
+// appendPlain is the request's members as json.Marshal writes them
+// (jsonstr.Append: its strings exactly), without reflection, when every
+// message's content is a string and none holds tool calls (a text
+// conversation); false for any other (encode encodes it reflectively).
+func (r *request) appendPlain() ([]byte, bool) {
+	if r.Messages == nil {
+		return nil, false
+	}
+	n := len(r.Model) + 96
+	for _, m := range r.Messages {
+		s, ok := m.Content.(string)
+		if !ok || m.ToolCalls != nil {
+			return nil, false
+		}
+		n += len(m.Role) + len(s) + len(m.ToolCallID) + 48
+	}
+	b := make([]byte, 0, n+n/8) // room for a few escapes
+	b = jsonstr.Append(append(b, `{"model":`...), r.Model)
+	b = append(b, `,"messages":[`...)
+	for i, m := range r.Messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonstr.Append(append(b, `{"role":`...), m.Role)
+		b = jsonstr.Append(append(b, `,"content":`...), m.Content.(string))
+		if m.ToolCallID != "" {
+			b = jsonstr.Append(append(b, `,"tool_call_id":`...), m.ToolCallID)
+		}
+		b = append(b, '}')
+	}
+	b = strconv.AppendBool(append(b, `],"stream":`...), r.Stream)
+	if o := r.StreamOptions; o != nil {
+		b = strconv.AppendBool(append(b, `,"stream_options":{"include_usage":`...), o.IncludeUsage)
+		b = append(b, '}')
+	}
+	return append(b, '}'), true
 }
 
 // jsonType names the JSON type of v (decoded with UseNumber).

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/internal/sse"
@@ -55,6 +56,20 @@ func (s *sseReader) eventAtHand() bool {
 	}
 	b, _ := s.br.Peek(n)
 	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n")) || bytes.Contains(b, []byte("\r\r"))
+}
+
+// doneAtHand reports whether the bytes already read from the upstream
+// hold a whole [DONE] event (as servers write it: "data: [DONE]" then a
+// blank line) that starts an event: read between events, next reaches it
+// without waiting for the network.
+func (s *sseReader) doneAtHand() bool {
+	n := s.br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := s.br.Peek(n)
+	const done = "data: [DONE]\n\n"
+	return bytes.HasPrefix(b, []byte(done)) || bytes.Contains(b, []byte("\n\n"+done))
 }
 
 // errSSE reports an answer that is not an event stream (a line that is not
@@ -159,7 +174,7 @@ func quote(b []byte, scrub func(string) string) string {
 // object as the upstream's error. What starts otherwise (an HTML page) is
 // upstream_protocol_error.
 func streamBody(ctx context.Context, resp *http.Response, size, max int, scrub func(string) string) (io.Reader, error) {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt := contentMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		return resp.Body, nil
 	}
@@ -186,6 +201,19 @@ func streamBody(ctx context.Context, resp *http.Response, size, max int, scrub f
 			oneLine(bodyStart(br, resp.ContentLength), scrub))
 	}
 	return nil, bridge.Errorf(bridge.CodeProtocol, false, "upstream answered %q, not an event stream", mt)
+}
+
+// contentMediaType is the media type of a Content-Type value, as
+// mime.ParseMediaType reads it (lower case; "" when it does not parse),
+// without its allocations for an event stream's (what every streamed
+// answer is typed).
+func contentMediaType(ct string) string {
+	const sse = "text/event-stream"
+	if base, _, _ := strings.Cut(ct, ";"); strings.TrimSpace(base) == sse {
+		return sse
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt
 }
 
 // bodyStart is the start of an answer that is no event stream, for its

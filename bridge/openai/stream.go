@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -140,12 +141,14 @@ func (t *turn) read(ctx context.Context, body io.Reader) error {
 		}
 	}()
 	for {
-		if grace == nil && t.finish != "" && t.endCall != nil {
+		if grace == nil && t.finish != "" && t.endCall != nil && !sr.doneAtHand() {
 			// The answer is complete at its finish reason: the usage
 			// chunk and [DONE] that may follow are waited for the grace
 			// only, which the server's comments (pings) do not renew (a
 			// server that pings on and never ends the stream held the
 			// call until the request's context ended, then failed it).
+			// No grace is needed while the [DONE] is at hand: every line
+			// up to it is read without waiting for the upstream.
 			grace = time.AfterFunc(t.grace, func() {
 				t.graceOver.Store(true)
 				t.endCall(errGraceOver)
@@ -566,6 +569,75 @@ type finalResult struct {
 // ReportedUsage is the model and the usage the result reports, for the
 // bridge's token series (bridge.UsageReporter).
 func (r finalResult) ReportedUsage() (string, json.RawMessage) { return r.Model, r.Usage }
+
+// JSONLen is the length of the result's JSON, as json.Marshal writes it
+// (bridge.JSONSizer): told when its usage, a raw message json.Marshal
+// would compact and escape, is absent or plain (no space, no HTML
+// character, nothing beyond ASCII: OpenAI's compact object).
+func (r finalResult) JSONLen() (int64, bool) {
+	for _, b := range r.Usage {
+		if b <= ' ' || b == '<' || b == '>' || b == '&' || b >= utf8.RuneSelf {
+			return 0, false
+		}
+	}
+	n := int64(len(`{"content":,"finish_reason":,"model":}`)) + jsonStrLen(r.Content) + jsonStrLen(r.FinishReason) + jsonStrLen(r.Model)
+	if r.Refusal != "" {
+		n += int64(len(`,"refusal":`)) + jsonStrLen(r.Refusal)
+	}
+	if len(r.Usage) > 0 {
+		n += int64(len(`,"usage":`) + len(r.Usage))
+	}
+	return n, true
+}
+
+// jsonStrLen is the length of s as json.Marshal writes it, quotes
+// included: HTML characters, U+2028 and U+2029 escaped, an invalid byte
+// written as \ufffd.
+func jsonStrLen(s string) int64 {
+	n := int64(len(s) + 2)
+	for i := 0; i < len(s); i++ {
+		n += int64(jsonEscapeExtra[s[i]])
+	}
+	if utf8.ValidString(s) {
+		// U+2028 and U+2029 (3 bytes each) are written \u2028, \u2029.
+		if strings.Contains(s, "\u2028") || strings.Contains(s, "\u2029") {
+			n += 3 * int64(strings.Count(s, "\u2028")+strings.Count(s, "\u2029"))
+		}
+		return n
+	}
+	n = int64(len(s) + 2)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			n += int64(jsonEscapeExtra[c])
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 5 // \ufffd for 1 byte
+		case r == '\u2028' || r == '\u2029':
+			n += 3
+		}
+		i += size
+	}
+	return n
+}
+
+// jsonEscapeExtra is what encoding/json's escape of an ASCII byte adds
+// to its length (\n: 1, \u003c: 5); 0 for the bytes beyond ASCII.
+var jsonEscapeExtra = func() (t [256]uint8) {
+	for c := range utf8.RuneSelf {
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+			t[c] = 1
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			t[c] = 5
+		}
+	}
+	return t
+}()
 
 // withoutContent is the result of a final frame too large with the
 // content: content_omitted instead.
