@@ -636,6 +636,12 @@ func NormalizeTime(s string) string {
 		// reads one per request): no parse.
 		return s
 	}
+	return normalizeParsed(s)
+}
+
+// normalizeParsed is NormalizeTime without its fast path for UTC times:
+// s parsed.
+func normalizeParsed(s string) string {
 	t, err := ParseTime(s)
 	if err != nil {
 		return s
