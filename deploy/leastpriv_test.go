@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -134,17 +135,7 @@ func deadShareOps(ctx context.Context, t *testing.T, js jetstream.JetStream, sin
 	if _, err := st.Info(ctx, jetstream.WithSubjectFilter(filter)); err != nil {
 		t.Errorf("%s reads E2A_PUSH_DEAD's subjects: %v", user, err)
 	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, HeadersOnly: true})
-	if err != nil {
-		t.Fatalf("%s: an ordered consumer of its dead letters: %v", user, err)
-	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(16))
-	if err != nil {
-		t.Fatalf("%s: %v", user, err)
-	}
-	m, err := msgs.Next(jetstream.NextMaxWait(10 * time.Second))
-	msgs.Stop()
-	if err != nil || m.Headers().Get(nats.MsgSize) == "" {
+	if err := readLetterSize(ctx, t, st, filter); err != nil {
 		t.Errorf("%s reads a dead letter's size: %v", user, err)
 	}
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject(filter), jetstream.WithPurgeSequence(st.CachedInfo().State.LastSeq+1)); err != nil {
@@ -153,6 +144,43 @@ func deadShareOps(ctx context.Context, t *testing.T, js jetstream.JetStream, sin
 	if err := sink.waitFor(0, "permissions violation"); err == nil {
 		t.Errorf("%s was refused an operation of the dead letters' share: %s", user, sink)
 	}
+}
+
+// readLetterSize reads the size of the first dead letter under filter
+// with an ordered, headers-only consumer, as push/deadshare.go does. On a
+// three-node cluster a few seconds old the first pull can go unanswered
+// (the consumer's new interest not yet known where the pull is sent;
+// once seen in CI on a busy machine: no violation, a timeout), so a
+// timeout is asked again with a new consumer, three times at most; a
+// refusal would show as a permissions violation in the caller's sink.
+func readLetterSize(ctx context.Context, t *testing.T, st jetstream.Stream, filter string) error {
+	t.Helper()
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		var cons jetstream.Consumer
+		cons, err = st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, HeadersOnly: true})
+		if err != nil {
+			return fmt.Errorf("an ordered consumer of its dead letters: %w", err)
+		}
+		var msgs jetstream.MessagesContext
+		if msgs, err = cons.Messages(jetstream.PullMaxMessages(16)); err != nil {
+			return err
+		}
+		var m jetstream.Msg
+		m, err = msgs.Next(jetstream.NextMaxWait(10 * time.Second))
+		msgs.Stop()
+		if err == nil {
+			if m.Headers().Get(nats.MsgSize) == "" {
+				return errors.New("a letter without its size header")
+			}
+			return nil
+		}
+		if !errors.Is(err, nats.ErrTimeout) {
+			return err
+		}
+		t.Logf("attempt %d: no dead letter within 10 s: %v", attempt, err)
+	}
+	return err
 }
 
 // expectRefused publishes on (kind "pub") or subscribes to (kind "sub")
