@@ -213,16 +213,9 @@ func refuseRPCTo(w http.ResponseWriter, id json.RawMessage, f host.Refusal) {
 }
 
 // writeRefusal is host.RefuseJSONRPC with the id as sent (rpcErrorJSON:
-// encoding/json would escape <, > and & in a string id).
+// encoding/json would escape <, > and & in a string id; null when nil).
 func writeRefusal(w http.ResponseWriter, id json.RawMessage, f host.Refusal) {
-	if id == nil {
-		host.RefuseJSONRPC(w, nil, f)
-		return
-	}
-	for _, c := range f.Challenges {
-		w.Header().Add("WWW-Authenticate", c)
-	}
-	f.SetRetryAfter(w.Header())
+	f.SetHeaders(w.Header())
 	writeRPCError(w, f.Status, id, &jsonrpc.Error{Code: f.RPCCode, Message: f.Message, Data: f.Data})
 }
 
@@ -278,8 +271,8 @@ func typedDetails(f host.Refusal) any {
 func refuseTooMany(w http.ResponseWriter, id json.RawMessage, refuse host.Refuse) {
 	f := host.TooManyStreams
 	if id != nil {
-		f.SetRetryAfter(w.Header())
-		writeRPCError(w, f.Status, id, &jsonrpc.Error{Code: f.RPCCode, Message: f.Message, Data: typedDetails(f)})
+		f.Data = typedDetails(f)
+		writeRefusal(w, id, f)
 		return
 	}
 	refuse(w, f)

@@ -89,6 +89,16 @@ func (f Refusal) SetRetryAfter(h http.Header) {
 	}
 }
 
+// SetHeaders adds the refusal's challenges to h as WWW-Authenticate and
+// sets its wait as Retry-After ([Refusal.SetRetryAfter]): the headers of
+// an HTTP answer to it, whatever shape its body takes.
+func (f Refusal) SetHeaders(h http.Header) {
+	for _, c := range f.Challenges {
+		h.Add("WWW-Authenticate", c)
+	}
+	f.SetRetryAfter(h)
+}
+
 // Refuse writes a refusal in one protocol's error shape.
 type Refuse func(w http.ResponseWriter, f Refusal)
 

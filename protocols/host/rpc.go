@@ -357,13 +357,10 @@ func (h httpReply) Header() http.Header         { return h.w.Header() }
 func (h httpReply) Stream() http.ResponseWriter { return h.w }
 
 // RefuseJSONRPC writes a refusal as a JSON-RPC error response with id
-// (null when nil) and the refusal's HTTP status, its wait as Retry-After
-// unless w already has one ([Refusal.SetRetryAfter]).
+// (null when nil) and the refusal's HTTP status, its headers set
+// ([Refusal.SetHeaders]: its wait as Retry-After unless w already has one).
 func RefuseJSONRPC(w http.ResponseWriter, id json.RawMessage, f Refusal) {
-	for _, c := range f.Challenges {
-		w.Header().Add("WWW-Authenticate", c)
-	}
-	f.SetRetryAfter(w.Header())
+	f.SetHeaders(w.Header())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(f.Status)
 	_ = json.NewEncoder(w).Encode(jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
