@@ -263,7 +263,7 @@ func (p projecting) Frame(f *render.Frame) error {
 }
 
 func maybeProjecting(r *http.Request, rend render.Renderer, fill func(*e2a.Response) *e2a.Response) render.Renderer {
-	if fill != nil && isTrue(QueryValue(r, "projections")) {
+	if fill != nil && IsTrue(QueryValue(r, "projections")) {
 		rend = projecting{rend, fill}
 	}
 	if redactingFrames(r.Context()) {

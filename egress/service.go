@@ -319,7 +319,7 @@ func (s *Service) Register(mux *http.ServeMux) {
 			return
 		}
 		k.history = !k.asked
-		wait := isTrue(QueryValue(r, "wait"))
+		wait := IsTrue(QueryValue(r, "wait"))
 		if wait {
 			// A wait is a streamed answer too: one of the reader's
 			// stream slots (ReadGate).
@@ -376,7 +376,7 @@ func (s *Service) ServeE2A(w http.ResponseWriter, r *http.Request, requestID str
 	case mtNDJSON:
 		s.serveE2AStream(w, r, requestID, FormatE2ANDJSON, known{}, WithoutRequestCheck())
 	default:
-		s.serveE2AJSON(w, r, requestID, isTrue(QueryValue(r, "wait")), known{})
+		s.serveE2AJSON(w, r, requestID, IsTrue(QueryValue(r, "wait")), known{})
 	}
 }
 
@@ -1173,19 +1173,41 @@ func ResumePoint(r *http.Request) (int64, error) {
 }
 
 // QueryValue is the first value of r's query parameter key, "" when there
-// is none: r.URL.Query().Get(key), without parsing a request's empty query
-// (url.ParseQuery allocates its map even for none, and a request's
-// parameters are read several times: 5 allocations a request).
+// is none: r.URL.Query().Get(key) (FuzzQueryValue compares them), read
+// from the raw query without building its map (a request's parameters are
+// read several times: url.ParseQuery's map and strings each time).
 func QueryValue(r *http.Request, key string) string {
-	if r.URL.RawQuery == "" {
-		return ""
+	q := r.URL.RawQuery
+	for q != "" {
+		var pair string
+		pair, q, _ = strings.Cut(q, "&")
+		if strings.Contains(pair, ";") {
+			continue // url.ParseQuery refuses it, and goes on
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		if escaped := strings.ContainsAny(k, "%+"); k != key && !escaped {
+			continue
+		} else if escaped {
+			if uk, err := url.QueryUnescape(k); err != nil || uk != key {
+				continue
+			}
+		}
+		if uv, err := url.QueryUnescape(v); err == nil {
+			return uv
+		}
 	}
-	return r.URL.Query().Get(key)
+	return ""
 }
 
-func isTrue(v string) bool {
-	b, err := strconv.ParseBool(v)
-	return err == nil && b
+// IsTrue reports whether v is true as strconv.ParseBool reads it ("1",
+// "t", "T", "TRUE", "true", "True"), without its error for a v that is
+// not a boolean (an allocation per request for an absent parameter).
+func IsTrue(v string) bool {
+	switch v {
+	case "1", "t", "T", "TRUE", "true", "True":
+		return true
+	}
+	return false
 }
 
 // accepts reports whether the Accept header lists media type mt with a

@@ -80,7 +80,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, CodeInvalidAgent, fmt.Sprintf("agent %q must match [A-Za-z0-9_-]{1,64}", pool), false)
 		return
 	}
-	stream, wait := wantsStream(r), isTrue(egress.QueryValue(r, "wait"))
+	stream, wait := wantsStream(r), egress.IsTrue(egress.QueryValue(r, "wait"))
 	if stream || wait {
 		// The resume point of the answer (Last-Event-ID, ?from=) is read
 		// as egress reads it (ServeE2A), before the publish: a malformed
@@ -141,11 +141,6 @@ var unavailable = host.Refusal{Status: http.StatusServiceUnavailable, Code: Code
 // isTrue reads a boolean query parameter (?wait=) as the read API reads it
 // (strconv.ParseBool: 1, t, True…), which answers the wait a POST starts:
 // only "true" was read, so ?wait=1 got 202 at once where GET waited.
-func isTrue(v string) bool {
-	b, err := strconv.ParseBool(v)
-	return err == nil && b
-}
-
 // readBody reads at most limit bytes. It answers 413 itself and returns
 // ok=false when the body is larger, 400 on a read error.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
