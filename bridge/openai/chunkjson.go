@@ -157,11 +157,11 @@ func readChoices(val []byte, dst *[]choice, spare []choice) bool {
 	i := jsonstr.SkipSpace(val, 1)
 	for i < len(val) && val[i] != ']' {
 		end := jsonstr.SkipValue(val, i)
-		var ch choice
-		if end <= i || !readChoice(val[i:end], &ch) {
+		// Read in place: its content delta is kept in its own spare.
+		out = append(out, choice{})
+		if end <= i || !readChoice(val[i:end], &out[len(out)-1]) {
 			return false
 		}
-		out = append(out, ch)
 		i = jsonstr.SkipSpace(val, end)
 		if i < len(val) && val[i] == ',' {
 			i = jsonstr.SkipSpace(val, i+1)
@@ -182,7 +182,7 @@ func readChoice(val []byte, ch *choice) bool {
 		case "index":
 			return once(&seen, 1) && readInt(v, &ch.Index)
 		case "delta":
-			return once(&seen, 2) && readDelta(v, &ch.Delta)
+			return once(&seen, 2) && readDelta(v, &ch.Delta, &ch.content)
 		case "finish_reason":
 			return once(&seen, 4) && readStringPtr(v, &ch.FinishReason)
 		case "message":
@@ -209,7 +209,7 @@ func readInt(val []byte, dst *int) bool {
 
 // readDelta reads a delta without tool calls (a delta with any is left to
 // encoding/json).
-func readDelta(val []byte, d *delta) bool {
+func readDelta(val []byte, d *delta, spare *contentField) bool {
 	if isNull(val) {
 		return true
 	}
@@ -220,7 +220,7 @@ func readDelta(val []byte, d *delta) bool {
 	return jsonstr.Members(val, func(key, v []byte) bool {
 		switch string(key) {
 		case "content":
-			return once(&seen, 1) && readContentPtr(v, &d.Content)
+			return once(&seen, 1) && readContentPtr(v, &d.Content, spare)
 		case "refusal":
 			return once(&seen, 2) && readTextPtr(v, &d.Refusal)
 		case "reasoning_content":

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -42,6 +43,20 @@ func fixtureChunks(t testing.TB) [][]byte {
 	)
 }
 
+// withoutSpares is c with its choices' spare content fields zeroed
+// (where decodeChunk's fast path keeps a delta's content, and
+// encoding/json never writes): what it decoded is compared through the
+// deltas' pointers.
+func withoutSpares(c chunk) chunk {
+	if c.Choices != nil {
+		c.Choices = slices.Clone(c.Choices)
+		for i := range c.Choices {
+			c.Choices[i].content = contentField{}
+		}
+	}
+	return c
+}
+
 // FuzzDecodeChunk: decodeChunk gives what json.Unmarshal gives (the same
 // chunk, an error exactly when it errs), whatever the input; the fast path
 // is taken only where it agrees.
@@ -64,17 +79,17 @@ func FuzzDecodeChunk(f *testing.F) {
 		if (ferr == nil) != (serr == nil) {
 			t.Fatalf("%q: decodeChunk error %v, json.Unmarshal %v", data, ferr, serr)
 		}
-		if serr == nil && !reflect.DeepEqual(fast, slow) {
+		if serr == nil && !reflect.DeepEqual(withoutSpares(fast), slow) {
 			t.Fatalf("%q:\ndecodeChunk    %+v\njson.Unmarshal %+v", data, fast, slow)
 		}
 		// Decoded into the chunk of an answer's previous event, whose
 		// choices' array it reuses: the same.
 		reused := chunk{Choices: []choice{{Index: 3, Delta: delta{Refusal: new(textFragment)}}, {Index: 1}}}
-		if err := decodeChunk(data, &reused); (err == nil) != (serr == nil) || serr == nil && !reflect.DeepEqual(reused, slow) {
+		if err := decodeChunk(data, &reused); (err == nil) != (serr == nil) || serr == nil && !reflect.DeepEqual(withoutSpares(reused), slow) {
 			t.Fatalf("%q: decodeChunk into a used chunk %+v (%v), json.Unmarshal %+v (%v)", data, reused, err, slow, serr)
 		}
 		var c chunk
-		if readChunk(data, &c, nil, []string{"x", "a"}) && (serr != nil || !reflect.DeepEqual(c, slow)) {
+		if readChunk(data, &c, nil, []string{"x", "a"}) && (serr != nil || !reflect.DeepEqual(withoutSpares(c), slow)) {
 			t.Fatalf("%q: fast path read %+v, json.Unmarshal %+v (%v)", data, c, slow, serr)
 		}
 	})

@@ -78,6 +78,16 @@ func thinkingText(raw json.RawMessage) string {
 // readContentPtr is decodeChunk's fast path for the content member: a
 // string (or null) as encoding/json decodes it; false for an array, which
 // is left to contentField's UnmarshalJSON.
-func readContentPtr(val []byte, dst **contentField) bool {
-	return readPtr(val, dst, func(s string) *contentField { return &contentField{text: textFragment(s)} })
+//
+// The field read goes to spare when it is not nil (the choice's own, in
+// the array every chunk of a turn is read into: a content delta in each
+// chunk was an allocation each).
+func readContentPtr(val []byte, dst **contentField, spare *contentField) bool {
+	return readPtr(val, dst, func(s string) *contentField {
+		if spare == nil {
+			return &contentField{text: textFragment(s)}
+		}
+		*spare = contentField{text: textFragment(s)}
+		return spare
+	})
 }

@@ -47,6 +47,9 @@ type choice struct {
 	// that answers a streamed call with the completion as one event: read
 	// as the delta when the stream carried none before it (turn.chunk).
 	Message *delta `json:"message"`
+	// content is the storage of Delta.Content read by readChoice (its
+	// spare: no allocation per chunk); unused by encoding/json.
+	content contentField
 }
 
 type delta struct {
