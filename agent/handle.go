@@ -384,6 +384,15 @@ func (w *worker) runHandler(d *delivery, r *request, hctx context.Context) strin
 // it wrote one): e2a.complete for nil, the *Error's e2a.error,
 // handler_panic for a panic, handler_error for any other error.
 func handlerFinal(herr error, log *reqLogger) frame {
+	if herr == nil {
+		return frame{kind: e2a.KindComplete, status: e2a.StatusSucceeded, body: e2a.CompleteBody{}, final: true}
+	}
+	return handlerErrorFinal(herr, log)
+}
+
+// handlerErrorFinal is handlerFinal for an error (the targets errorAs
+// fills escape: kept off the path of a handler that returned nil).
+func handlerErrorFinal(herr error, log *reqLogger) frame {
 	var pe *panicError
 	var ae *Error
 	switch {
@@ -401,10 +410,9 @@ func handlerFinal(herr error, log *reqLogger) frame {
 			msg = code
 		}
 		return errorFrame(code, msg, ae.Retryable, ae.Details)
-	case herr != nil: // a typed nil *Error too (its Error is nil-safe)
-		return errorFrame(e2a.ErrCodeHandlerError, errorMessage(herr), false, nil)
 	}
-	return frame{kind: e2a.KindComplete, status: e2a.StatusSucceeded, body: e2a.CompleteBody{}, final: true}
+	// A typed nil *Error too (its Error is nil-safe).
+	return errorFrame(e2a.ErrCodeHandlerError, errorMessage(herr), false, nil)
 }
 
 // stopped ends r, whose context hctx is done, by the cause: a cancel or
