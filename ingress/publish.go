@@ -192,14 +192,10 @@ func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Enve
 			return Accepted{}, fmt.Errorf("%w: the envelope is %d bytes with its headers; the NATS server takes at most %d (max_payload)", ErrTooLarge, size, limit)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	ack, err := publishRetry(ctx, p.js.Conn(), msg)
+	ack, err := publishRetry(ctx, p.js.Conn(), msg, p.timeout)
 	if err != nil {
 		var apiErr *jetstream.APIError
 		switch {
-		case errors.Is(err, context.Canceled):
-			return Accepted{}, err
 		case first && errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
 			// The subject holds the request already (a single server checks
@@ -218,14 +214,22 @@ func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Enve
 	return Accepted{RequestID: env.RequestID, Pool: pool, StreamSeq: ack.Seq, Duplicate: ack.Duplicate}, nil
 }
 
-// publishRetry is streams.Publish with the retries jetstream.PublishMsg
-// makes by default when no stream answers (a leader election's blip):
-// DefaultPubRetryAttempts more attempts, DefaultPubRetryWait apart, within
-// ctx.
-func publishRetry(ctx context.Context, nc *nats.Conn, m *nats.Msg) (streams.PubAck, error) {
+// publishRetry is streams.PublishWithin with the retries
+// jetstream.PublishMsg makes by default when no stream answers (a leader
+// election's blip): DefaultPubRetryAttempts more attempts,
+// DefaultPubRetryWait apart, all within timeout (nats.ErrTimeout past
+// it). Each attempt waits on a timer of nats.go's pool, not a context
+// of its own (a context and timer per request); ctx, the caller's, ends
+// the waits between attempts only: an attempt under way is awaited, so a
+// request stored as its client left is reported stored.
+func publishRetry(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) (streams.PubAck, error) {
+	deadline := time.Now().Add(timeout)
 	for attempt := 0; ; attempt++ {
-		ack, err := streams.Publish(ctx, nc, m)
+		ack, err := streams.PublishWithin(nc, m, time.Until(deadline))
 		if !errors.Is(err, jetstream.ErrNoStreamResponse) || attempt == jetstream.DefaultPubRetryAttempts {
+			return ack, err
+		}
+		if time.Until(deadline) <= jetstream.DefaultPubRetryWait {
 			return ack, err
 		}
 		select {
