@@ -37,6 +37,11 @@ type DirectGetter struct {
 	// allocations per read (an ingress check of a request id, every
 	// stream read of egress).
 	timers sync.Pool
+	// chans are the channels of calls that ended, emptied, for the next
+	// ones (a channel per read, sized for its batch, was the reader's
+	// largest allocation): route sends under mu, so none gets a late reply
+	// once release has taken it out of calls.
+	chans sync.Pool
 }
 
 // NewDirectGetter subscribes the shared reply inbox on nc. It is safe for
@@ -67,8 +72,8 @@ func (m *DirectGetter) Close() {
 func (m *DirectGetter) route(msg *nats.Msg) {
 	tok := msg.Subject[len(m.prefix):]
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	ch := m.calls[tok]
-	m.mu.Unlock()
 	if ch == nil {
 		return // a call that gave up
 	}
@@ -76,6 +81,15 @@ func (m *DirectGetter) route(msg *nats.Msg) {
 	case ch <- msg:
 	default: // cannot happen: the channel holds the whole batch
 	}
+}
+
+// channel is an empty channel with room for n replies, a pooled one when
+// one is large enough.
+func (m *DirectGetter) channel(n int) chan *nats.Msg {
+	if ch, ok := m.chans.Get().(chan *nats.Msg); ok && cap(ch) >= n {
+		return ch
+	}
+	return make(chan *nats.Msg, n)
 }
 
 // send publishes the direct get request body to stream with a reply
@@ -88,7 +102,7 @@ func (m *DirectGetter) send(stream string, body []byte, n int) (tok string, ch c
 // sendTo is send on the API subject subj of stream.
 func (m *DirectGetter) sendTo(stream, subj string, body []byte, n int) (tok string, ch chan *nats.Msg, err error) {
 	tok = strconv.FormatUint(m.next.Add(1), 36)
-	ch = make(chan *nats.Msg, n)
+	ch = m.channel(n)
 	m.mu.Lock()
 	m.calls[tok] = ch
 	m.mu.Unlock()
@@ -99,11 +113,24 @@ func (m *DirectGetter) sendTo(stream, subj string, body []byte, n int) (tok stri
 	return tok, ch, nil
 }
 
-// release forgets the call of tok: later replies to it are dropped.
+// release forgets the call of tok: later replies to it are dropped. Its
+// channel, emptied, goes back to the pool for another call.
 func (m *DirectGetter) release(tok string) {
 	m.mu.Lock()
+	ch := m.calls[tok]
 	delete(m.calls, tok)
 	m.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	for {
+		select {
+		case <-ch:
+		default:
+			m.chans.Put(ch)
+			return
+		}
+	}
 }
 
 // directGetBatchRequest is the body of a $JS.API.DIRECT.GET.<stream> request.
