@@ -279,7 +279,7 @@ func (t *deadTally) readFrom(ctx context.Context, stream jetstream.Stream, filte
 		left += n
 	}
 	if left > 0 {
-		if err := t.readLetters(ctx, stream, filter); err != nil {
+		if err := t.readLetters(ctx, stream, filter, left); err != nil {
 			return err
 		}
 	}
@@ -287,7 +287,14 @@ func (t *deadTally) readFrom(ctx context.Context, stream jetstream.Stream, filte
 	return nil
 }
 
-func (t *deadTally) readLetters(ctx context.Context, stream jetstream.Stream, filter string) error {
+// readLetters reads the sizes of the letters under filter into t; left is
+// how many the stream's info counted. A read that ends on the
+// wait with none delivered though some were counted is an error, not a
+// tally of none: on a cluster a new consumer's first pull can go
+// unanswered (seen in CI: no reply within 10 s), and an empty tally kept
+// for deadTallyTTL would let the principal past its share. The store is
+// asked again (and its next info counts none if they were removed).
+func (t *deadTally) readLetters(ctx context.Context, stream jetstream.Stream, filter string, left uint64) error {
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, HeadersOnly: true})
 	if err != nil {
 		return err
@@ -302,6 +309,9 @@ func (t *deadTally) readLetters(ctx context.Context, stream jetstream.Stream, fi
 			return err
 		}
 		m, err := msgs.Next(jetstream.NextMaxWait(2 * time.Second))
+		if errors.Is(err, nats.ErrTimeout) && len(t.letters) == 0 {
+			return fmt.Errorf("%s: read the sizes of %s: %d counted, none delivered: %w", streams.PushDeadStream, filter, left, err)
+		}
 		if errors.Is(err, nats.ErrTimeout) {
 			return nil // removed meanwhile (redelivered, aged): what was read
 		}

@@ -3,6 +3,7 @@ package push
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -175,5 +177,28 @@ func TestDeadShareConcurrentTally(t *testing.T) {
 	}
 	if share := int64(float64(maxBytes) * DefaultDeadShare); fresh.bytes > share || len(fresh.letters) == 0 {
 		t.Errorf("alice holds %d bytes in %d letters, want some and at most her share %d", fresh.bytes, len(fresh.letters), share)
+	}
+}
+
+// TestDeadTallyNoneDeliveredIsAnError: a read of a principal's letters
+// whose pull ends with none delivered though the stream's info counted
+// some (on a cluster a new consumer's first pull can go unanswered) is an
+// error, so the store is asked again, not an empty tally kept as read
+// that would let the principal past its share; a read that delivers
+// letters ends with them.
+func TestDeadTallyNoneDeliveredIsAnError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, st := deadStage(t, ctx, 64<<10)
+	deadOf(t, s, "alice", 0, 2, 100, false)
+	// The info counted 2 of alice's; the pull asks for bob's, of which
+	// there are none: none delivered.
+	var tally deadTally
+	err := tally.readLetters(ctx, st, deadFilter("bob"), 2)
+	if !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("none delivered of 2 counted: %v, want an error wrapping nats.ErrTimeout", err)
+	}
+	if err := tally.readLetters(ctx, st, deadFilter("alice"), 2); err != nil || len(tally.letters) != 2 {
+		t.Errorf("alice's letters: %v, %d read; want no error and the 2", err, len(tally.letters))
 	}
 }
