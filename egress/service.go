@@ -1201,7 +1201,9 @@ func QueryValue(r *http.Request, key string) string {
 
 // IsTrue reports whether v is true as strconv.ParseBool reads it ("1",
 // "t", "T", "TRUE", "true", "True"), without its error for a v that is
-// not a boolean (an allocation per request for an absent parameter).
+// not a boolean (an allocation per request for an absent parameter). The
+// E2A front door reads ?wait= on a POST with it too, as GET does (it read
+// only "true", so ?wait=1 got 202 at once where GET waited).
 func IsTrue(v string) bool {
 	switch v {
 	case "1", "t", "T", "TRUE", "true", "True":

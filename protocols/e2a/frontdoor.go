@@ -138,9 +138,6 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 var unavailable = host.Refusal{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
 	Message: "the pipeline could not accept the request; retry later", Retryable: true, RetryAfter: time.Second}
 
-// isTrue reads a boolean query parameter (?wait=) as the read API reads it
-// (strconv.ParseBool: 1, t, True…), which answers the wait a POST starts:
-// only "true" was read, so ?wait=1 got 202 at once where GET waited.
 // readBody reads at most limit bytes. It answers 413 itself and returns
 // ok=false when the body is larger, 400 on a read error.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
