@@ -245,11 +245,15 @@ func TestDeadlines(t *testing.T) {
 // the request it names with a final e2a.error max_deliveries. The server
 // sends it with no reply subject. A NATS user who may create consumers
 // (the deployment's serve, ingress and workflow users may, of their own
-// buckets) can have the server deliver its own bytes on the advisory
-// subject (a push consumer whose deliver_subject it is), whatever its
-// publish permissions: such a delivery (it has a reply subject) ended
-// another principal's running request as failed. It is ignored, and the
-// request ends as its handler ends it.
+// buckets) could have a server before 2.15.3 deliver its own bytes on the
+// advisory subject (a push consumer whose deliver_subject it is), whatever
+// its publish permissions: such a delivery (it has a reply subject) ended
+// another principal's running request as failed. From 2.15.3 the server
+// refuses a deliver subject under $JS.EVENT (checked here, so that a
+// downgrade shows); the worker still ignores an advisory with a reply
+// subject (a cluster may run an older server), and the request ends as its
+// handler ends it. The forged delivery is published here as such a server
+// delivered it: the user's bytes, with a reply subject.
 func TestForgedMaxDeliveriesAdvisoryIgnored(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -273,10 +277,17 @@ func TestForgedMaxDeliveriesAdvisoryIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	consumer, _ := streams.AgentConsumerName("forged")
-	m := nats.NewMsg("")
+	advisory := subjects.MaxDeliveriesAdvisory(streams.RequestsStream, consumer)
+	if err := natstest.CreatePushConsumer(tctx(t), s.nc, streams.RequestsStream, "forger", reqSubj, advisory); err == nil {
+		t.Fatalf("the server accepted a push consumer delivering to %s (nats-server before 2.15.3?)", advisory)
+	}
+	m := nats.NewMsg(advisory)
+	m.Reply = nats.NewInbox()
 	m.Data = fmt.Appendf(nil, `{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":%q,"consumer":%q,"stream_seq":%d,"deliveries":77}`,
 		streams.RequestsStream, consumer, req.Seq)
-	natstest.DeliverByConsumer(t, s.nc, subjects.MaxDeliveriesAdvisory(streams.RequestsStream, consumer), m)
+	if err := s.nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
 	testkit.Eventually(t, 10*time.Second, "the worker to ignore the forged advisory", func() bool {
 		return strings.Contains(logs.String(), "advisory the server did not send")
 	})

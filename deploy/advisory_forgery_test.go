@@ -29,11 +29,13 @@ import (
 // and agent-workflow of its A2E buckets, with any configuration: a push
 // consumer whose deliver_subject is the advisory subject, over a key the
 // user wrote itself, has the server publish the user's bytes there
-// (permissions cannot stop it). A worker ended another principal's
-// running request as failed that way; it now ignores a delivery with a
-// reply subject (the server's advisory has none). On three real
-// nats-server processes with the shipped configuration, a real demo
-// worker as agent-demo.
+// (permissions cannot stop it, and servers before 2.15.3 accepted it). A
+// worker ended another principal's running request as failed that way; it
+// now ignores a delivery with a reply subject (the server's advisory has
+// none), and nats-server 2.15.3, the version built here, refuses the
+// consumer (a deliver subject under $JS.EVENT): either way the request
+// runs on. On three real nats-server processes with the shipped
+// configuration, a real demo worker as agent-demo.
 func TestStageUserCannotForgeMaxDeliveriesAdvisory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node nats-server cluster")

@@ -32,7 +32,7 @@ func restrictedViolations(t *testing.T, meta metav1.ObjectMeta, spec *corev1.Pod
 // TestPodSecurityCheckRefuses makes sure the evaluation does refuse what
 // the namespace would (a pod of the chart's defaults: no security context).
 func TestPodSecurityCheckRefuses(t *testing.T) {
-	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "nats", Image: "nats:2.15.2-alpine"}}}
+	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "nats", Image: "nats:2.15.3-alpine"}}}
 	if v := restrictedViolations(t, metav1.ObjectMeta{Name: "x"}, spec); len(v) < 3 {
 		t.Fatalf("a pod without security context passes restricted: %v", v)
 	}
