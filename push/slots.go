@@ -59,9 +59,11 @@ import (
 // way, and the least time between two recounts of a principal's slots.
 const slotGrace = time.Minute
 
-// slotAttempts bounds the compare-and-sets of one reservation or
-// give-back.
-const slotAttempts = 32
+// casAttempts bounds the compare-and-sets of one change of a key that
+// concurrent writers share: a principal's slots (a reservation, a
+// give-back) and a task's configs (a create, its start moved, its undo, a
+// delete). Each refused one is followed by casBackoff.
+const casAttempts = 32
 
 // taskSlots is the value of a principal's slots key.
 type taskSlots struct {
@@ -131,10 +133,10 @@ func (s *Store) writeSlots(ctx context.Context, key string, sl taskSlots, rev ui
 	return s.put(ctx, key, b, rev)
 }
 
-// slotBackoff waits before the attempt-th compare-and-set (from 1): a
+// casBackoff waits before the attempt-th compare-and-set (from 1): a
 // random time below 0.5 ms, then below 1, 2, 4 … 16 ms, so that replicas
 // racing for the key do not retry in step.
-func slotBackoff(ctx context.Context, attempt int) error {
+func casBackoff(ctx context.Context, attempt int) error {
 	d := 500 * time.Microsecond << min(attempt-1, 5)
 	if err := sleepctx.Sleep(ctx, time.Duration(rand.Int64N(int64(d)))); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -147,9 +149,9 @@ func slotBackoff(ctx context.Context, attempt int) error {
 // holds its WithMaxTasksPerPrincipal slots.
 func (s *Store) reserve(ctx context.Context, principal, taskID string) (string, error) {
 	key, h, res := slotsKey(principal), slotOf(tok(taskID)), newReservation()
-	for attempt := range slotAttempts {
+	for attempt := range casAttempts {
 		if attempt > 0 {
-			if err := slotBackoff(ctx, attempt); err != nil {
+			if err := casBackoff(ctx, attempt); err != nil {
 				return "", err
 			}
 		}
@@ -246,11 +248,11 @@ func (s *Store) handOver(ctx context.Context, principal, taskID, res, theirs str
 // editSlot changes principal's slot of task taskID with edit (false: no
 // change to write) and writes the slots back by compare-and-set, read
 // again on a conflict; it gives up on a failure, without the slot, or
-// after slotAttempts.
+// after casAttempts.
 func (s *Store) editSlot(ctx context.Context, principal, taskID string, edit func(sl *taskSlots, h string, e taskSlot) bool) {
 	key, h := slotsKey(principal), slotOf(tok(taskID))
-	for attempt := range slotAttempts {
-		if attempt > 0 && slotBackoff(ctx, attempt) != nil {
+	for attempt := range casAttempts {
+		if attempt > 0 && casBackoff(ctx, attempt) != nil {
 			return
 		}
 		sl, rev, err := s.readSlots(ctx, key)

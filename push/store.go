@@ -215,7 +215,12 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 	}
 	key := taskKey(principal, c.TaskID)
 	reserved := "" // the slot this call took, while its key is not written
-	for range 8 {
+	for attempt := range casAttempts {
+		if attempt > 0 {
+			if err := casBackoff(ctx, attempt); err != nil {
+				return Config{}, nil, false, err
+			}
+		}
 		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {
 			return Config{}, nil, false, err
@@ -286,7 +291,12 @@ func (s *Store) startWritten(ctx context.Context, principal string, c Config, pr
 		return c, prev, true, nil
 	}
 	key := taskKey(principal, c.TaskID)
-	for i := 0; err == nil && i < 8; i++ {
+	for attempt := 0; err == nil && attempt < casAttempts; attempt++ {
+		if attempt > 0 {
+			if err = casBackoff(ctx, attempt); err != nil {
+				break
+			}
+		}
 		tc, rev, rerr := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if rerr != nil {
 			err = rerr
@@ -314,7 +324,12 @@ func (s *Store) startWritten(ctx context.Context, principal string, c Config, pr
 // of c's id is still c (its Created and From, which every create sets).
 func (s *Store) undo(ctx context.Context, principal string, c Config, prev *Config) error {
 	key := taskKey(principal, c.TaskID)
-	for range 8 {
+	for attempt := range casAttempts {
+		if attempt > 0 {
+			if err := casBackoff(ctx, attempt); err != nil {
+				return err
+			}
+		}
 		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {
 			return err
@@ -438,7 +453,12 @@ func (s *Store) List(ctx context.Context, principal, taskID string, pageSize int
 // drops them).
 func (s *Store) Delete(ctx context.Context, principal, taskID, id string) error {
 	key := taskKey(principal, taskID)
-	for range 8 {
+	for attempt := range casAttempts {
+		if attempt > 0 {
+			if err := casBackoff(ctx, attempt); err != nil {
+				return err
+			}
+		}
 		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {
 			return err
