@@ -207,7 +207,7 @@ func New(ctx context.Context, nc *nats.Conn, eg *egress.Service, opts ...Option)
 		return c, nil
 	}
 	indexed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mConsoleIndexed,
-		Help: "Messages of E2A_REQUESTS (requests) and E2A_RESPONSES (responses) read into the console index."}, []string{"consumer"})
+		Help: "Messages of E2A_REQUESTS read into the console index (consumer: requests, the indexer's one consumer)."}, []string{"consumer"})
 	ixErrors := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mConsoleErrors,
 		Help: "Console index fetches or updates that failed (the index is best effort)."}, []string{"consumer"})
 	if o.reg != nil {
