@@ -349,7 +349,8 @@ func scrape(body string) (types map[string]string, labels map[string]map[string]
 // makes its series has passed (an accepted E2A request streamed over SSE,
 // a refused key); the metrics no such traffic reaches are only required
 // to be declared (# TYPE is absent for a vector without series, so those
-// are listed, not failed).
+// are listed, not failed). And every e2a_ family it serves is in the table
+// (a vector without series escapes this half, for the same reason).
 func TestObsMetricsTable(t *testing.T) {
 	const key = "k-metrics-0a1b2c3d4e5f"
 	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_ARCHIVE=true",
@@ -387,6 +388,11 @@ func TestObsMetricsTable(t *testing.T) {
 	}
 	sort.Strings(unobserved)
 	t.Logf("documented metrics with no series after this traffic: %v", unobserved)
+	for name := range types {
+		if _, documented := doc[name]; strings.HasPrefix(name, "e2a_") && !documented {
+			t.Errorf("%s is served but not in docs/operations.md's table", name)
+		}
+	}
 	for _, n := range []string{"e2a_ingress_requests_total", "e2a_ingress_accepted_total", "e2a_ingress_publish_seconds",
 		"e2a_ingress_auth_failures_total", "e2a_agent_requests_handled_total", "e2a_agent_frames_published_total",
 		"e2a_agent_handler_duration_seconds", "e2a_egress_streams_total", "e2a_egress_frames_written_total",
