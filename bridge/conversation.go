@@ -15,6 +15,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/option"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -402,7 +403,10 @@ func (c *Conversations) Update(ctx context.Context, pool string, env *e2a.Envelo
 	if key == "" {
 		return nil
 	}
-	for range 16 {
+	for attempt := range conversationAttempts {
+		if err := sleepctx.Backoff(ctx, attempt, time.Millisecond, 32*time.Millisecond); err != nil {
+			return fmt.Errorf("bridge: conversation update: %w", err)
+		}
 		var conv Conversation
 		var rev uint64
 		e, err := c.kv.Get(ctx, key)
@@ -446,6 +450,13 @@ func (c *Conversations) Update(ctx context.Context, pool string, env *e2a.Envelo
 	}
 	return errors.New("bridge: conversation update: too many concurrent updates")
 }
+
+// conversationAttempts bounds the compare-and-sets of one Update: the
+// concurrent turns of one conversation (a client fanning out requests of
+// one session) each write its record, and one that another came first
+// on tries again after sleepctx.Backoff (below 1 ms, doubling to 32 ms):
+// 64 writers at once all land (TestConversationUpdatesUnderContention).
+const conversationAttempts = 64
 
 func isWrongSeq(err error) bool {
 	var ae *jetstream.APIError

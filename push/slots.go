@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -135,10 +134,9 @@ func (s *Store) writeSlots(ctx context.Context, key string, sl taskSlots, rev ui
 
 // casBackoff waits before the attempt-th compare-and-set (from 1): a
 // random time below 0.5 ms, then below 1, 2, 4 … 16 ms, so that replicas
-// racing for the key do not retry in step.
+// racing for the key do not retry in step (sleepctx.Backoff).
 func casBackoff(ctx context.Context, attempt int) error {
-	d := 500 * time.Microsecond << min(attempt-1, 5)
-	if err := sleepctx.Sleep(ctx, time.Duration(rand.Int64N(int64(d)))); err != nil {
+	if err := sleepctx.Backoff(ctx, attempt, 500*time.Microsecond, 16*time.Millisecond); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return nil

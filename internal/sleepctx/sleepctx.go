@@ -3,6 +3,7 @@ package sleepctx
 import (
 	"context"
 	"iter"
+	"math/rand/v2"
 	"time"
 )
 
@@ -47,4 +48,24 @@ func Ticks(ctx context.Context, d time.Duration) iter.Seq[time.Time] {
 			}
 		}
 	}
+}
+
+// Backoff waits before attempt (from 0) of a compare-and-set that
+// another writer came first on: nothing before the first, then a random
+// time below a ceiling that is base for the second attempt and doubles
+// with each one after, up to limit, so that writers that collided do not
+// collide again in step (no wait with a base or limit ≤ 0). It returns
+// ctx.Err() when ctx ends first.
+func Backoff(ctx context.Context, attempt int, base, limit time.Duration) error {
+	if attempt <= 0 {
+		return nil
+	}
+	ceil := limit
+	if attempt <= 32 {
+		ceil = min(base<<(attempt-1), limit)
+	}
+	if ceil <= 0 {
+		return ctx.Err()
+	}
+	return Sleep(ctx, rand.N(ceil))
 }

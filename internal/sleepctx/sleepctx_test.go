@@ -65,3 +65,30 @@ func TestTicks(t *testing.T) {
 		}
 	})
 }
+
+// TestBackoff: no wait before attempt 0; before attempt n ≥ 1 a wait
+// below base·2^(n−1), never past limit; a cancel ends it with ctx.Err().
+func TestBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const base, limit = time.Millisecond, 8 * time.Millisecond
+		for attempt, ceil := range []time.Duration{0, base, 2 * base, 4 * base, limit, limit, limit} {
+			for range 50 {
+				start := time.Now()
+				if err := sleepctx.Backoff(t.Context(), attempt, base, limit); err != nil {
+					t.Fatal(err)
+				}
+				if d := time.Since(start); (ceil == 0 && d != 0) || (ceil > 0 && d >= ceil) {
+					t.Fatalf("attempt %d waited %v, want below %v", attempt, d, ceil)
+				}
+			}
+		}
+		if err := sleepctx.Backoff(t.Context(), 1000, base, limit); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := sleepctx.Backoff(ctx, 3, time.Hour, time.Hour); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Backoff after cancel = %v, want context.Canceled", err)
+		}
+	})
+}
