@@ -301,9 +301,13 @@ func (r *redelivery) remove(seq uint64) error {
 // ref is left in E2A_PUSH_DEAD: the cursor's revision is read before the
 // stream is, so an update the stage dead-letters meanwhile (it stores
 // the update, then moves the cursor) makes the write fail and the
-// updates are delivered first.
+// updates are delivered first. A write another writer came first on is
+// tried again after casBackoff, up to 8 times.
 func (r *redelivery) revive(ref configRef) error {
-	for range 8 {
+	for attempt := range 8 {
+		if err := casBackoff(r.ctx, attempt); err != nil {
+			return err
+		}
 		cur, rev, err := readCursor(r.ctx, r.kv, ref.cursorKey())
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)

@@ -397,14 +397,17 @@ func (s *stage) putWake(ref configRef) error {
 
 // casCursor writes c over base, read or written at rev. When the cursor
 // changed meanwhile by messages handed to the parked config only (its
-// Backlog and Tail), c takes them and is written again: a hand-off does
-// not undo the delivery that moves the cursor.
+// Backlog and Tail), c takes them and is written again, after casBackoff:
+// a hand-off does not undo the delivery that moves the cursor.
 func (s *stage) casCursor(it item, base cursor, c *cursor, rev uint64) (uint64, error) {
 	key := it.ref.cursorKey()
-	for range 8 {
+	for attempt := range 8 {
 		r, err := s.putCursor(it, *c, rev)
 		if !errors.Is(err, errMoved) {
 			return r, err
+		}
+		if err := casBackoff(s.ctx, attempt+1); err != nil {
+			return 0, err
 		}
 		now, nrev, err := readCursor(s.ctx, s.kv, key)
 		if err != nil {

@@ -132,9 +132,10 @@ func (s *Store) writeSlots(ctx context.Context, key string, sl taskSlots, rev ui
 	return s.put(ctx, key, b, rev)
 }
 
-// casBackoff waits before the attempt-th compare-and-set (from 1): a
-// random time below 0.5 ms, then below 1, 2, 4 … 16 ms, so that replicas
-// racing for the key do not retry in step (sleepctx.Backoff).
+// casBackoff waits before the attempt-th compare-and-set: nothing before
+// the first (attempt 0), then a random time below 0.5 ms, then below 1, 2,
+// 4 … 16 ms, so that replicas racing for the key do not retry in step
+// (sleepctx.Backoff).
 func casBackoff(ctx context.Context, attempt int) error {
 	if err := sleepctx.Backoff(ctx, attempt, 500*time.Microsecond, 16*time.Millisecond); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -250,7 +251,7 @@ func (s *Store) handOver(ctx context.Context, principal, taskID, res, theirs str
 func (s *Store) editSlot(ctx context.Context, principal, taskID string, edit func(sl *taskSlots, h string, e taskSlot) bool) {
 	key, h := slotsKey(principal), slotOf(tok(taskID))
 	for attempt := range casAttempts {
-		if attempt > 0 && casBackoff(ctx, attempt) != nil {
+		if casBackoff(ctx, attempt) != nil {
 			return
 		}
 		sl, rev, err := s.readSlots(ctx, key)

@@ -216,10 +216,8 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 	key := taskKey(principal, c.TaskID)
 	reserved := "" // the slot this call took, while its key is not written
 	for attempt := range casAttempts {
-		if attempt > 0 {
-			if err := casBackoff(ctx, attempt); err != nil {
-				return Config{}, nil, false, err
-			}
+		if err := casBackoff(ctx, attempt); err != nil {
+			return Config{}, nil, false, err
 		}
 		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {
@@ -292,10 +290,8 @@ func (s *Store) startWritten(ctx context.Context, principal string, c Config, pr
 	}
 	key := taskKey(principal, c.TaskID)
 	for attempt := 0; err == nil && attempt < casAttempts; attempt++ {
-		if attempt > 0 {
-			if err = casBackoff(ctx, attempt); err != nil {
-				break
-			}
+		if err = casBackoff(ctx, attempt); err != nil {
+			break
 		}
 		tc, rev, rerr := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if rerr != nil {
@@ -325,10 +321,8 @@ func (s *Store) startWritten(ctx context.Context, principal string, c Config, pr
 func (s *Store) undo(ctx context.Context, principal string, c Config, prev *Config) error {
 	key := taskKey(principal, c.TaskID)
 	for attempt := range casAttempts {
-		if attempt > 0 {
-			if err := casBackoff(ctx, attempt); err != nil {
-				return err
-			}
+		if err := casBackoff(ctx, attempt); err != nil {
+			return err
 		}
 		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {
@@ -454,10 +448,8 @@ func (s *Store) List(ctx context.Context, principal, taskID string, pageSize int
 func (s *Store) Delete(ctx context.Context, principal, taskID, id string) error {
 	key := taskKey(principal, taskID)
 	for attempt := range casAttempts {
-		if attempt > 0 {
-			if err := casBackoff(ctx, attempt); err != nil {
-				return err
-			}
+		if err := casBackoff(ctx, attempt); err != nil {
+			return err
 		}
 		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {

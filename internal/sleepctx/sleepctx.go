@@ -61,8 +61,8 @@ func Backoff(ctx context.Context, attempt int, base, limit time.Duration) error 
 		return nil
 	}
 	ceil := limit
-	if attempt <= 32 {
-		ceil = min(base<<(attempt-1), limit)
+	if shift := attempt - 1; shift < 63 && base <= limit>>shift {
+		ceil = base << shift // within limit, so it cannot overflow
 	}
 	if ceil <= 0 {
 		return ctx.Err()

@@ -85,6 +85,26 @@ func TestBackoff(t *testing.T) {
 		if err := sleepctx.Backoff(t.Context(), 1000, base, limit); err != nil {
 			t.Fatal(err)
 		}
+		// A base whose doubling overflows a Duration long before the
+		// attempt's: the ceiling is the limit, never a wrapped (negative,
+		// so no) wait.
+		for attempt := 25; attempt <= 40; attempt++ {
+			var waited time.Duration
+			for range 20 {
+				start := time.Now()
+				if err := sleepctx.Backoff(t.Context(), attempt, time.Minute, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				d := time.Since(start)
+				if d >= time.Hour {
+					t.Fatalf("attempt %d of a minute's base waited %v, want below the hour's limit", attempt, d)
+				}
+				waited += d
+			}
+			if waited < 20*time.Minute {
+				t.Fatalf("20 attempts %d with a minute's base and an hour's limit waited %v in all, want about 10 h", attempt, waited)
+			}
+		}
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		if err := sleepctx.Backoff(ctx, 3, time.Hour, time.Hour); !errors.Is(err, context.Canceled) {
