@@ -272,8 +272,8 @@ func (w *worker) run(ctx context.Context) error {
 	}()
 	// The subscriptions are registered before the first pick-up checks the
 	// stored control message, so no cancel falls between the two.
-	if err := nc.FlushWithContext(setup); err != nil {
-		return err
+	if err := flushSubscriptions(setup, nc); err != nil {
+		return fmt.Errorf("agent: pool %s: subscribing to cancels: %w", w.pool, err)
 	}
 	w.cancels.nc, w.cancels.sub = nc, ctlSub
 	w.cancels.read = lastSeqReader(w.js, w.streams.Requests)
@@ -422,6 +422,22 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 			continue
 		}
 		backoff = 10 * time.Millisecond
+	}
+}
+
+// flushSubscriptions flushes nc, so that the server holds the
+// subscriptions made before. A connection lost during the flush ends it
+// with nats.ErrConnectionClosed though nats.go reconnects (it drops the
+// flushes pending at a disconnect): it is flushed again, answered once
+// the connection is back (its subscriptions sent again first), until ctx
+// ends or the connection is closed for good. A worker started as its
+// server went away exited with "nats: connection closed" before.
+func flushSubscriptions(ctx context.Context, nc *nats.Conn) error {
+	for {
+		err := nc.FlushWithContext(ctx)
+		if err == nil || !errors.Is(err, nats.ErrConnectionClosed) || nc.IsClosed() {
+			return err
+		}
 	}
 }
 

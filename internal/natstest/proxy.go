@@ -9,13 +9,17 @@ import (
 
 // Proxy forwards TCP connections to a server (a NATS server's client
 // port): Cut closes them and refuses new ones until Heal, as a network
-// blip or a server restart does to a client's connection.
+// blip or a server restart does to a client's connection; Hold keeps what
+// clients send from the server until Release or Cut, as a server that
+// stopped answering.
 type Proxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
 	down   bool
 	conns  []net.Conn
+	gate   chan struct{} // while held: closed by Release or Cut
+	held   int           // client writes waiting at the gate
 }
 
 // NewProxy listens on a loopback port and forwards to target (host:port)
@@ -53,18 +57,77 @@ func (p *Proxy) forward(c net.Conn) {
 		return
 	}
 	p.conns = append(p.conns, c, u)
-	go func() { _, _ = io.Copy(u, c); _ = u.Close() }()
+	go func() { p.copyHeld(u, c); _ = u.Close() }()
 	go func() { _, _ = io.Copy(c, u); _ = c.Close() }()
+}
+
+// copyHeld copies what client c sends to the server u, each read waiting
+// while the proxy holds.
+func (p *Proxy) copyHeld(u, c net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			gate := p.gate
+			if gate != nil {
+				p.held++
+			}
+			p.mu.Unlock()
+			if gate != nil {
+				<-gate
+			}
+			if _, werr := u.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Hold keeps what clients send from here on from the server (their
+// connections stay open) until Release or Cut.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate == nil {
+		p.gate, p.held = make(chan struct{}), 0
+	}
+}
+
+// Held is how many client writes wait since Hold.
+func (p *Proxy) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
+// Release forwards what Hold kept, and what follows.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.releaseLocked()
+}
+
+func (p *Proxy) releaseLocked() {
+	if p.gate != nil {
+		close(p.gate)
+		p.gate = nil
+	}
 }
 
 // URL is the proxy's NATS URL.
 func (p *Proxy) URL() string { return "nats://" + p.ln.Addr().String() }
 
-// Cut closes every connection and refuses new ones.
+// Cut closes every connection (what Hold kept is lost with them) and
+// refuses new ones.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = true
+	p.releaseLocked()
 	for _, c := range p.conns {
 		_ = c.Close()
 	}
