@@ -25,11 +25,12 @@ import (
 // already uses is refused with ErrConflict, which reveals nothing of the
 // other request (its answer would otherwise be the other's envelope and
 // frames); one of p's own is a duplicate (Accepted.Duplicate), never
-// published again. Within the dedupe window JetStream finds it; past it the
-// publish of a chosen id expects no message on e2a.req.*.<id>, so the
-// server refuses it and the owner is read then (origin: an id the pipeline
-// made for the call is published without that check). Errors are those of
-// Publisher.Publish, and ErrConflict.
+// published again: the publish of a chosen id expects no message on
+// e2a.req.*.<id> (checkStored, for as long as E2A_REQUESTS keeps the
+// request; no dedupe window is used), so the server refuses it and the
+// owner is read then (origin: an id the pipeline made for the call is
+// published without that check). Errors are those of Publisher.Publish,
+// and ErrConflict.
 //
 // With the pool check on, a pool no worker ever served is ErrUnknownPool
 // (nothing is published) and Accepted.Warning tells of a pool with no live
@@ -43,8 +44,8 @@ type idOrigin int
 
 const (
 	// idChosen: the client chose the id (an E2A request_id, an
-	// Idempotency-Key): it may name a stored request, of anyone, older
-	// than the dedupe window. It is published only if no pool holds it
+	// Idempotency-Key): it may name a stored request, of anyone, however
+	// old. It is published only if no pool holds it
 	// (checked by the server as it stores); one stored is a duplicate
 	// whose owner publishAfter then checks.
 	idChosen idOrigin = iota
@@ -100,8 +101,7 @@ func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env
 		}
 	}
 	if origin == idOwnStored {
-		// Past the dedupe window as within it: the stored request is the
-		// answer, the second one is not published (it would become the
+		// The stored request is the answer, the second one is not published (it would become the
 		// newest message of the id, the one every lookup reads).
 		// Its owner was checked by the lookup that found it.
 		acc := Accepted{RequestID: env.RequestID, Pool: pool, Duplicate: true, Warning: warning}
@@ -115,9 +115,13 @@ func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env
 		s.opts.log.Warn("live subscription before publish failed", "request_id", env.RequestID, "err", perr)
 	}
 	// A chosen id is published only onto an empty subject: a request of
-	// the same pool stored between the lookup and the publish, however old
-	// the dedupe window, answers as a duplicate and is checked below.
-	acc, err := s.pub.publishAfter(ctx, pool, env, after, origin != idFresh)
+	// the id stored between the lookup and the publish answers as a
+	// duplicate and is checked below.
+	check := checkStored
+	if origin == idFresh {
+		check = checkNone
+	}
+	acc, err := s.pub.publishAfter(ctx, pool, env, after, check)
 	publishSent(ctx)
 	if pre != nil {
 		if err != nil {
@@ -166,9 +170,9 @@ func (s *Server) duplicate(ctx context.Context, p Principal, acc Accepted, check
 // chose, in every pool (one direct get): idUnused when there is none,
 // idOwnStored when p may write it (its own, or an admin's), ErrConflict
 // when it is someone else's. With authentication off every stored request
-// is the one principal's. Past the dedupe window JetStream would store the
-// request again under the same id, and its newest envelope is the one
-// every lookup reads: the newcomer would take the id over.
+// is the one principal's. Were a request of a stored id published, its
+// newest envelope is the one every lookup reads: the newcomer would take
+// the id over.
 func (s *Server) checkRequestID(ctx context.Context, p Principal, requestID string) (idOrigin, error) {
 	owner, found, err := s.egress.StoredOwner(ctx, requestID)
 	if err != nil {

@@ -25,8 +25,10 @@ type Accepted struct {
 	Pool      string
 	// StreamSeq is the request's sequence in E2A_REQUESTS.
 	StreamSeq uint64
-	// Duplicate is true when the same request_id was already accepted within
-	// the dedupe window: nothing new was published.
+	// Duplicate is true when the same request_id was already accepted
+	// (within the dedupe window, for Publisher.Publish; while E2A_REQUESTS
+	// keeps it, for a front door's request of a chosen id): nothing new
+	// was published.
 	Duplicate bool
 	// Warning is set when the request was accepted for a pool with no live
 	// worker (the pool check): it waits until one starts.
@@ -78,7 +80,7 @@ func (p *Publisher) PublishAfter(ctx context.Context, pool string, env *e2a.Enve
 	if after != "" {
 		turns = []string{after}
 	}
-	acc, err = p.publishAfter(ctx, pool, env, turns, false)
+	acc, err = p.publishAfter(ctx, pool, env, turns, checkWindow)
 	if err == nil && acc.Duplicate {
 		if stored := p.storedPool(ctx, env.RequestID); stored != "" {
 			acc.Pool = stored
@@ -108,12 +110,34 @@ func (p *Publisher) storedPool(ctx context.Context, requestID string) string {
 	return pool
 }
 
+// idCheck is how a request's publish keeps its id to one request.
+type idCheck int
+
+const (
+	// checkWindow: Nats-Msg-Id = the request id, so that JetStream's dedupe
+	// window (E2A_DEDUPE_WINDOW) finds a second publish of it
+	// (Publisher.Publish's contract, a direct publisher's way).
+	checkWindow idCheck = iota
+	// checkStored: the publish expects no message on e2a.req.*.<id>
+	// (expected last subject sequence 0, checked by the server as it
+	// stores), for an id a client chose: a request of the id is found for
+	// as long as E2A_REQUESTS keeps it, not only within the window. No
+	// Nats-Msg-Id: the window would find nothing this check does not, and
+	// each entry is server heap for the window's length (docs/capacity.md).
+	checkStored
+	// checkNone: an id the pipeline made for the call (a UUIDv7 never
+	// given out), which nothing can hold. No Nats-Msg-Id either: the
+	// publish is sent again only when no stream answered it
+	// (publishRetry), so it was stored nowhere.
+	checkNone
+)
+
 // requestHeader is the header of env's request message (after: the
-// earlier turns it follows; first: a request id new to the stream).
+// earlier turns it follows; check: how its id is kept to one request).
 // Each value is a slice of one string, as nats.Header.Set makes it, the
 // slices cut from one array: a slice per header was 4 to 8 allocations
 // per request.
-func requestHeader(env *e2a.Envelope, after []string, first bool) (nats.Header, error) {
+func requestHeader(env *e2a.Envelope, after []string, check idCheck) (nats.Header, error) {
 	var earlier, any string
 	if len(after) > 1 {
 		list, err := json.Marshal(after[1:])
@@ -122,7 +146,7 @@ func requestHeader(env *e2a.Envelope, after []string, first bool) (nats.Header, 
 		}
 		earlier = string(list)
 	}
-	if first {
+	if check == checkStored {
 		var err error
 		if any, err = subjects.RequestAnyPool(env.RequestID); err != nil {
 			return nil, invalidPool(err)
@@ -134,7 +158,9 @@ func requestHeader(env *e2a.Envelope, after []string, first bool) (nats.Header, 
 		vals = append(vals, v)
 		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
-	set(subjects.HeaderMsgID, env.RequestID)
+	if check == checkWindow {
+		set(subjects.HeaderMsgID, env.RequestID)
+	}
 	set(subjects.HeaderRequestID, env.RequestID)
 	if len(after) > 0 {
 		set(subjects.HeaderAfterRequest, after[0])
@@ -142,7 +168,7 @@ func requestHeader(env *e2a.Envelope, after []string, first bool) (nats.Header, 
 	if len(after) > 1 {
 		set(subjects.HeaderEarlierRequests, earlier)
 	}
-	if first {
+	if check == checkStored {
 		set(jetstream.ExpectedLastSubjSeqHeader, "0")
 		set(jetstream.ExpectedLastSubjSeqSubjHeader, any)
 	}
@@ -160,12 +186,11 @@ func requestHeader(env *e2a.Envelope, after []string, first bool) (nats.Header, 
 // publishAfter is PublishAfter for a turn that runs after the turns
 // before it (after, the nearest first: the first in
 // subjects.HeaderAfterRequest, the others in
-// subjects.HeaderEarlierRequests); first publishes the request only when no
-// request of its id is stored in any pool (expected last sequence 0 of
-// e2a.req.*.<id>, checked by the server as it stores), for a request id
-// the client chose: one stored answers as a duplicate does
-// (Accepted.Duplicate, StreamSeq 0), whatever the dedupe window.
-func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Envelope, after []string, first bool) (acc Accepted, err error) {
+// subjects.HeaderEarlierRequests), its id kept to one request as check
+// says; with checkStored the request is published only when no request
+// of its id is stored in any pool, and one stored answers as a duplicate
+// does (Accepted.Duplicate, StreamSeq 0), whatever the dedupe window.
+func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Envelope, after []string, check idCheck) (acc Accepted, err error) {
 	subj, err := subjects.Request(pool, env.RequestID)
 	if err != nil {
 		return Accepted{}, invalidPool(err)
@@ -179,7 +204,7 @@ func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Enve
 	if err != nil {
 		return Accepted{}, fmt.Errorf("ingress: encode envelope: %w", err)
 	}
-	h, err := requestHeader(env, after, first)
+	h, err := requestHeader(env, after, check)
 	if err != nil {
 		return Accepted{}, err
 	}
@@ -196,11 +221,10 @@ func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Enve
 	if err != nil {
 		var apiErr *jetstream.APIError
 		switch {
-		case first && errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		case check == checkStored && errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
-			// The subject holds the request already (a single server checks
-			// the expected sequence before the dedupe window; 10164 while
-			// another publish on the subject is proposed).
+			// The subject holds the request already (10164 while another
+			// publish on the subject is proposed, in a cluster).
 			return Accepted{RequestID: env.RequestID, Pool: pool, Duplicate: true}, nil
 		case errors.Is(err, nats.ErrMaxPayload),
 			errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:

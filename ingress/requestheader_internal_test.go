@@ -14,9 +14,11 @@ import (
 
 // setHeader is the request header as publishAfter built it before
 // requestHeader: one Set per header.
-func setHeader(t *testing.T, env *e2a.Envelope, after []string, first bool) nats.Header {
+func setHeader(t *testing.T, env *e2a.Envelope, after []string, check idCheck) nats.Header {
 	h := nats.Header{}
-	h.Set(subjects.HeaderMsgID, env.RequestID)
+	if check == checkWindow {
+		h.Set(subjects.HeaderMsgID, env.RequestID)
+	}
 	h.Set(subjects.HeaderRequestID, env.RequestID)
 	if len(after) > 0 {
 		h.Set(subjects.HeaderAfterRequest, after[0])
@@ -25,7 +27,7 @@ func setHeader(t *testing.T, env *e2a.Envelope, after []string, first bool) nats
 		list, _ := json.Marshal(after[1:])
 		h.Set(subjects.HeaderEarlierRequests, string(list))
 	}
-	if first {
+	if check == checkStored {
 		any, err := subjects.RequestAnyPool(env.RequestID)
 		if err != nil {
 			t.Fatal(err)
@@ -48,24 +50,27 @@ func setHeader(t *testing.T, env *e2a.Envelope, after []string, first bool) nats
 // header made, each value its own slice of one string (a later Add or Set
 // on one header leaves the others as they are), in 4 allocations for a
 // request of a chosen id (its expected-last-subject filter, the values'
-// array, the map and its slots): 7 before.
+// array, the map and its slots): 7 before. Only Publisher.Publish's
+// (checkWindow) carries Nats-Msg-Id.
 func TestRequestHeader(t *testing.T) {
 	trace := &e2a.TraceContext{Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", Tracestate: "k=v"}
 	for _, c := range []struct {
 		env   *e2a.Envelope
 		after []string
-		first bool
+		check idCheck
 	}{
-		{&e2a.Envelope{RequestID: "r1"}, nil, false},
-		{&e2a.Envelope{RequestID: "r1"}, nil, true},
-		{&e2a.Envelope{RequestID: "r1", Trace: trace}, []string{"r0"}, true},
-		{&e2a.Envelope{RequestID: "r1", Trace: &e2a.TraceContext{Traceparent: trace.Traceparent}}, []string{"r0", "q", "p"}, false},
+		{&e2a.Envelope{RequestID: "r1"}, nil, checkWindow},
+		{&e2a.Envelope{RequestID: "r1"}, nil, checkStored},
+		{&e2a.Envelope{RequestID: "r1"}, nil, checkNone},
+		{&e2a.Envelope{RequestID: "r1", Trace: trace}, []string{"r0"}, checkStored},
+		{&e2a.Envelope{RequestID: "r1", Trace: &e2a.TraceContext{Traceparent: trace.Traceparent}}, []string{"r0", "q", "p"}, checkWindow},
+		{&e2a.Envelope{RequestID: "r1", Trace: &e2a.TraceContext{Traceparent: trace.Traceparent}}, []string{"r0", "q"}, checkNone},
 	} {
-		got, err := requestHeader(c.env, c.after, c.first)
+		got, err := requestHeader(c.env, c.after, c.check)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := setHeader(t, c.env, c.after, c.first); !reflect.DeepEqual(got, want) {
+		if want := setHeader(t, c.env, c.after, c.check); !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v: header %v, want %v", c, got, want)
 		}
 		got.Add(subjects.HeaderMsgID, "x")
@@ -74,7 +79,7 @@ func TestRequestHeader(t *testing.T) {
 		}
 	}
 	env := &e2a.Envelope{RequestID: "bridge-mx1a2b3c-000123"}
-	if n := testing.AllocsPerRun(100, func() { _, _ = requestHeader(env, nil, true) }); n > 4 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = requestHeader(env, nil, checkStored) }); n > 4 {
 		t.Errorf("requestHeader: %v allocations, want at most 4", n)
 	}
 }

@@ -83,14 +83,18 @@ func TestSizesAgree(t *testing.T) {
 		}
 		return true
 	}
-	sessionID := func() string {
+	// A session of its own for each probe: a later turn's request carries
+	// the turns before it (E2A-After-Request, E2A-Earlier-Requests), a
+	// header that grows with the session as the bisection goes on, and the
+	// size would not depend on the text alone.
+	newSession := func() string {
 		_, b := do(t, "POST", url+"/acp", `{"jsonrpc":"2.0","id":"new","method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
 		var r struct{ Result struct{ SessionID string } }
 		if json.Unmarshal(b, &r) != nil || r.Result.SessionID == "" {
 			t.Fatalf("session/new: %s", b)
 		}
 		return r.Result.SessionID
-	}()
+	}
 	seq := 0
 	probes := []sizeProbe{
 		{"e2a", func(t *testing.T, n int) bool {
@@ -114,7 +118,7 @@ func TestSizesAgree(t *testing.T) {
 			return rpcOK(t, "agentvault", resp, b)
 		}},
 		{"acp session/prompt", func(t *testing.T, n int) bool {
-			resp, b := do(t, "POST", url+"/acp", `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"`+sessionID+`","prompt":[{"type":"text","text":"`+strings.Repeat("x", n)+`"}]}}`)
+			resp, b := do(t, "POST", url+"/acp", `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"`+newSession()+`","prompt":[{"type":"text","text":"`+strings.Repeat("x", n)+`"}]}}`)
 			if resp.StatusCode == http.StatusOK {
 				if !bytes.Contains(b, []byte(`"stopReason"`)) {
 					t.Fatalf("acp: %s", b)

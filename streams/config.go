@@ -74,8 +74,9 @@ type Config struct {
 	// (-1) or > 0. Default 1 GiB.
 	RequestsMaxBytes int64
 	// Duplicates is the deduplication window of requests, responses and
-	// control messages (Nats-Msg-Id). At most each of their max ages.
-	// Default 10m.
+	// control messages that carry a Nats-Msg-Id (a direct publisher's; a
+	// front door's requests and the agents' frames carry none). At most
+	// each of their max ages. Default 10m.
 	Duplicates time.Duration
 
 	// ResponsesMaxAge is how long frames are kept, hence how long a finished

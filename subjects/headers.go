@@ -9,9 +9,12 @@ import (
 // Headers set by the pipeline on every message it publishes.
 const (
 	// HeaderMsgID is the JetStream deduplication id: the request id on
-	// requests. The agent runtime's frames carry none (the expected last
-	// subject sequence orders and fences them); a frame written by other
-	// means may carry FrameMsgID(requestID, sequence).
+	// requests published with ingress.Publisher.Publish (or by a direct
+	// publisher). A front door's requests carry none (the publish's
+	// expected last subject sequence keeps a client's id to one request),
+	// nor do the agent runtime's frames (the expected last subject
+	// sequence orders and fences them); a frame written by other means may
+	// carry FrameMsgID(requestID, sequence).
 	HeaderMsgID = "Nats-Msg-Id"
 	// HeaderRequestID carries the raw request id. Every id accepted by
 	// ValidateRequestID round-trips exactly; header values cannot carry

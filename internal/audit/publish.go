@@ -36,9 +36,10 @@ type PublishOptions struct {
 
 // Publish normalizes body (an E2A envelope or a legacy AgentRequest, with
 // every compatibility rule), strips its secrets, and publishes it on
-// e2a.req.<pool>.<request_id> exactly as ingress does (same headers:
-// Nats-Msg-Id, E2A-Request-Id, traceparent, tracestate), straight onto the
-// stream without HTTP. It returns the KindAccepted record once JetStream
+// e2a.req.<pool>.<request_id> with ingress.Publisher.Publish, as a direct
+// publisher does (headers Nats-Msg-Id, E2A-Request-Id, traceparent,
+// tracestate; a front door's requests carry no Nats-Msg-Id), straight onto
+// the stream without HTTP. It returns the KindAccepted record once JetStream
 // acknowledged the write. The same request_id published twice within the
 // deduplication window is one request (Record.Duplicate).
 func Publish(ctx context.Context, nc *nats.Conn, body []byte, o PublishOptions) (Record, error) {
