@@ -101,9 +101,10 @@ func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env
 		}
 	}
 	if origin == idOwnStored {
-		// The stored request is the answer, the second one is not published (it would become the
-		// newest message of the id, the one every lookup reads).
-		// Its owner was checked by the lookup that found it.
+		// The stored request is the answer, the second one is not
+		// published (it would become the newest message of the id, the
+		// one every lookup reads). Its owner was checked by the lookup
+		// that found it.
 		acc := Accepted{RequestID: env.RequestID, Pool: pool, Duplicate: true, Warning: warning}
 		return s.duplicate(ctx, p, acc, false)
 	}

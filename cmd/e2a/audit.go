@@ -274,9 +274,10 @@ outage) or the output cannot be written, 2 bad arguments (an invalid pool).`,
 		env: fmt.Sprintf(natsEnv, "required (the audit user in production)")}
 	publishHelp = commandHelp{usage: "e2a publish [flags] [FILE|-]",
 		about: `Publishes E2A envelopes (or legacy AgentRequests) read from FILE or stdin (one JSON object, or several
-one after the other, e.g. NDJSON) straight onto e2a.req.<pool>.<request_id>, as a direct publisher does (E2A-Request-Id, and
-Nats-Msg-Id = the request id: the same id within E2A_DEDUPE_WINDOW is one request), and prints each PubAck as an "accepted" record. Secrets are stripped as ingress does. With
---follow, prints the frames of each request until its final frame.`,
+one after the other, e.g. NDJSON) straight onto e2a.req.<pool>.<request_id>, as a direct publisher does
+(E2A-Request-Id, and Nats-Msg-Id = the request id: the same id within E2A_DEDUPE_WINDOW is one request),
+and prints each PubAck as an "accepted" record. Secrets are stripped as ingress does. With --follow,
+prints the frames of each request until its final frame.`,
 		env: fmt.Sprintf(natsEnv, "required") + "  E2A_DEFAULT_POOL          the pool when --pool is not given\n"}
 )
 
