@@ -10,15 +10,15 @@ import (
 // Proxy forwards TCP connections to a server (a NATS server's client
 // port): Cut closes them and refuses new ones until Heal, as a network
 // blip or a server restart does to a client's connection; Hold keeps what
-// clients send from the server until Release or Cut, as a server that
-// stopped answering.
+// clients send from the server until Cut, as a server that stopped
+// answering.
 type Proxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
 	down   bool
 	conns  []net.Conn
-	gate   chan struct{} // while held: closed by Release or Cut
+	gate   chan struct{} // while held: closed by Cut
 	held   int           // client writes waiting at the gate
 }
 
@@ -88,7 +88,7 @@ func (p *Proxy) copyHeld(u, c net.Conn) {
 }
 
 // Hold keeps what clients send from here on from the server (their
-// connections stay open) until Release or Cut.
+// connections stay open) until Cut.
 func (p *Proxy) Hold() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -104,20 +104,6 @@ func (p *Proxy) Held() int {
 	return p.held
 }
 
-// Release forwards what Hold kept, and what follows.
-func (p *Proxy) Release() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.releaseLocked()
-}
-
-func (p *Proxy) releaseLocked() {
-	if p.gate != nil {
-		close(p.gate)
-		p.gate = nil
-	}
-}
-
 // URL is the proxy's NATS URL.
 func (p *Proxy) URL() string { return "nats://" + p.ln.Addr().String() }
 
@@ -127,7 +113,10 @@ func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = true
-	p.releaseLocked()
+	if p.gate != nil {
+		close(p.gate) // the held writes go on to connections closed below
+		p.gate = nil
+	}
 	for _, c := range p.conns {
 		_ = c.Close()
 	}
