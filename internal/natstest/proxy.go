@@ -113,14 +113,17 @@ func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = true
-	if p.gate != nil {
-		close(p.gate) // the held writes go on to connections closed below
-		p.gate = nil
-	}
 	for _, c := range p.conns {
 		_ = c.Close()
 	}
 	p.conns = nil
+	if p.gate != nil {
+		// Opened only once every connection is closed: a held write let
+		// through before would reach the server, whose answer could reach
+		// the client ahead of the close.
+		close(p.gate)
+		p.gate = nil
+	}
 }
 
 // Heal accepts connections again.
