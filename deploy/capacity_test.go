@@ -361,19 +361,30 @@ var readmeBytesPerRequest = map[string]float64{
 // The memory figures of docs/capacity.md (Memory): live subjects of an E2A
 // request with a session and of an A2A request starting a task (the
 // console index's shared subjects apart), and nats-server's heap per live
-// subject.
+// subject: while the message block holding it was used in the last two
+// minutes (the stream's per-subject index and the block's own subject
+// state), and after (the index alone).
 const (
-	readmeSubjectsPerE2ARequest = 2
-	readmeSubjectsPerA2ARequest = 2
-	readmeBytesPerSubject       = 250
+	readmeSubjectsPerE2ARequest  = 2
+	readmeSubjectsPerA2ARequest  = 2
+	readmeBytesPerSubject        = 250
+	readmeBytesPerSettledSubject = 100
 )
 
 // TestMemoryPerLiveSubject measures what nats-server keeps in memory for
-// each distinct subject a stream holds (its per-subject index), the term of
-// the README's memory formula that grows with the requests kept: messages
-// on n new subjects shaped like the pipeline's (a UUID token), heap in use
-// after a GC before and after. The figure of docs/capacity.md holds within a factor
-// of 2 (it moves with nats-server versions).
+// each distinct subject a stream holds, the terms of the README's memory
+// formula that grow with the requests kept: messages on n new subjects
+// shaped like the pipeline's (a UUID token), heap in use after a GC before
+// and after. Right after the writes it is the stream's per-subject index
+// and each message block's subject state; the server drops a block's state
+// two minutes after the block's last use (its defaultFssExpiration, not
+// configurable from a stream's settings), and the index alone stays: the
+// test waits for that (up to 4 minutes: the heap per subject falling under
+// two thirds of the first figure) and measures again (the block being
+// written keeps its state: the test writes on another subject to close
+// the blocks of the n subjects first). Each figure of
+// docs/capacity.md holds within a factor of 2 (they move with nats-server
+// versions).
 func TestMemoryPerLiveSubject(t *testing.T) {
 	_, nc := natstest.RunServer(t, natstest.WithoutStreams())
 	js := natstest.JetStream(t, nc)
@@ -382,7 +393,7 @@ func TestMemoryPerLiveSubject(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SUBJECTS", Subjects: []string{"e2a.resp.>"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
-	const n = 50_000
+	const n = 200_000
 	publish := func(from int) {
 		for i := from; i < from+n; i++ {
 			if _, err := js.PublishAsync(fmt.Sprintf("e2a.resp.%08x-4f2c-4d1e-9a3b-%012x", i, i), []byte("{}")); err != nil {
@@ -394,21 +405,59 @@ func TestMemoryPerLiveSubject(t *testing.T) {
 		}
 		waitAcks(t, js)
 	}
-	heapInUse := func() uint64 {
+	mem := func() (inUse, alloc float64) {
 		runtime.GC()
 		runtime.GC()
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		return m.HeapInuse
+		return float64(m.HeapInuse), float64(m.HeapAlloc)
 	}
+	_, empty := mem()
 	publish(0) // warm: block caches, maps at size
-	before := heapInUse()
+	before, _ := mem()
 	publish(n)
-	after := heapInUse()
-	perSubject := (float64(after) - float64(before)) / n
+	after, allocAfter := mem()
+	perSubject := (after - before) / n
 	t.Logf("nats-server %s: %.0f B of heap per live subject (%d subjects)", serverVersion(nc), perSubject, 2*n)
 	if perSubject < readmeBytesPerSubject/2 || perSubject > 2*readmeBytesPerSubject {
 		t.Errorf("%.0f B per live subject, docs/capacity.md says %d", perSubject, readmeBytesPerSubject)
+	}
+
+	// A block's subject state expires on the server's timer, except the
+	// block being written: 9 MiB more on one subject closes the blocks
+	// holding the 2n subjects, as the pipeline's traffic does (the block
+	// being written keeps its buffer, ≤ 8 MiB: ≤ 21 B a subject here).
+	// Then poll every 5 s (each poll is two collections) for the index's
+	// figure: live bytes (HeapAlloc), since the spans the expired state
+	// leaves part-empty are the server's to reuse for the next subjects'.
+	fill := make([]byte, 60<<10) // under the test server's max_payload
+	for range (9 << 20) / len(fill) {
+		if _, err := js.PublishAsync("e2a.resp.fill", fill); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitAcks(t, js)
+	settled := func() (perSubject, inUse float64) {
+		inUse, alloc := mem()
+		return (alloc - empty) / (2*n + 1), inUse
+	}
+	first := (allocAfter - empty) / (2 * n)
+	deadline := time.Now().Add(4 * time.Minute)
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	perSettled, inUse := settled()
+	for perSettled > first*2/3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%.0f B live per subject 4 minutes after the last write (%.0f B right after it): nats-server no longer "+
+				"drops a message block's subject state after two minutes; docs/capacity.md's formula counts on it", perSettled, first)
+		}
+		<-tick.C
+		perSettled, inUse = settled()
+	}
+	t.Logf("nats-server %s: %.0f B live per subject once its block's subject state expired (%.0f B right after the writes; "+
+		"heap in use %.0f MiB)", serverVersion(nc), perSettled, first, inUse/(1<<20))
+	if perSettled < readmeBytesPerSettledSubject/2 || perSettled > 2*readmeBytesPerSettledSubject {
+		t.Errorf("%.0f B live per subject once settled, docs/capacity.md says %d", perSettled, readmeBytesPerSettledSubject)
 	}
 }
 
