@@ -5,13 +5,17 @@
 # /proc/PID/stat over the round) and the live heap: HeapAlloc of /debug/pprof/heap?gc=1 (read right after the
 # collection that request forces, no request in flight). At the end: the live heap kept per request,
 # (end − start) ÷ requests, the issue's measure (target ≤ 2 KB), and the last two rounds' rate of each protocol
-# against its first two (target ≥ 0.9).
+# against its first two (target ≥ 0.9). Then, unless SETTLE ≤ 15, it waits SETTLE seconds with nothing sent (130 by
+# default: the embedded server drops a message block's cache 10 s and its per-block subject state 2 minutes after
+# the block's last use) and reads the heap again after two forced collections (a sync.Pool's buffers outlive one),
+# at 15 s and at the end: what the requests keep once the state the write rate holds is gone (docs/soak.md).
 #
 #   scripts/soak.sh                    # 16 rounds of 7,800 + 200 at half load: 128,000 requests
 #   ROUNDS=4 PER_ROUND=2000 scripts/soak.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-16}
+SETTLE=${SETTLE:-130}
 PER_ROUND=${PER_ROUND:-7800} # and 200 at half load: 8,000 a round
 work=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -51,7 +55,16 @@ for r in $(seq "$ROUNDS"); do
   total=$(( ${total:-0} + sent ))
 done
 end_heap=$(heap)
-python3 - "$start_heap" "$end_heap" "$total" "${rate_a2a[*]}" "${rate_e2a[*]}" <<'EOF'
+cached_heap=0 settled_heap=0
+if (( SETTLE > 15 )); then
+  sleep 15 # the block caches' 10 s
+  heap >/dev/null
+  cached_heap=$(heap)
+  sleep $((SETTLE - 15))
+  heap >/dev/null
+  settled_heap=$(heap)
+fi
+python3 - "$start_heap" "$end_heap" "$total" "${rate_a2a[*]}" "${rate_e2a[*]}" "$cached_heap" "$settled_heap" "$SETTLE" <<'EOF'
 import sys
 start, end, total = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 print(f"live heap {start / 2**20:.1f} -> {end / 2**20:.1f} MiB over {total} requests: "
@@ -60,4 +73,10 @@ for name, rates in (("a2a-stream", sys.argv[4]), ("e2a-sse", sys.argv[5])):
     r = [float(x) for x in rates.split()]
     if len(r) >= 4:
         print(f"{name}: last two rounds / first two = {sum(r[-2:]) / sum(r[:2]):.2f} (target >= 0.9)")
+cached, settled, settle = int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
+if settle > 15:
+    print(f"15 s idle (block caches expired), two forced collections: live heap {cached / 2**20:.1f} MiB: "
+          f"{(cached - start) / total:.0f} B per request")
+    print(f"settled ({settle} s idle, subject state expired too), two forced collections: live heap "
+          f"{settled / 2**20:.1f} MiB: {(settled - start) / total:.0f} B kept per request")
 EOF
