@@ -347,7 +347,7 @@ func (w *worker) runHandler(d *delivery, r *request, hctx context.Context) strin
 	wr.hctx = hctx
 	wr.mu.Unlock()
 	done := make(chan error, 1)
-	go w.serveTo(hctx, done, d.env, wr)
+	w.gos.Go(func() { w.serveTo(hctx, done, d.env, wr) })
 
 	var herr error
 	returned := false

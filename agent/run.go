@@ -79,11 +79,14 @@ type worker struct {
 	// first delivery: read and written by the fetch loop only (noteFirst).
 	maxFirst uint64
 
-	mu        sync.Mutex
-	active    map[*request]struct{}
-	byID      map[string][]*request
-	wg        sync.WaitGroup
-	hardStop  chan struct{}
+	mu       sync.Mutex
+	active   map[*request]struct{}
+	byID     map[string][]*request
+	wg       sync.WaitGroup
+	hardStop chan struct{}
+	// gos runs each request's handling and its handler on kept
+	// goroutines (gopool.go); run closes it on its way out.
+	gos       *goPool
 	stopCause error // set by stopAll: requests picked up later stop at once
 	// advisories counts the closes the max-deliveries advisory started
 	// (onMaxDeliveries), which Run waits for once advisoriesJoined is set
@@ -178,6 +181,7 @@ func newWorker(nc *nats.Conn, pool string, h Handler, opts []Option) (*worker, e
 		active:   map[*request]struct{}{},
 		byID:     map[string][]*request{},
 		hardStop: make(chan struct{}),
+		gos:      newGoPool(goPoolIdle),
 		cancels:  newCancelWatch(cancelSetLimit),
 	}
 	w.cancels.margin = cfg.staleMargin
@@ -241,6 +245,7 @@ func (w *worker) consumerHandle(ctx context.Context) (jetstream.Consumer, error)
 }
 
 func (w *worker) run(ctx context.Context) error {
+	defer w.gos.close()
 	cons, err := w.consumerHandle(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -404,12 +409,12 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 			}
 			w.noteFirst(cons, m)
 			w.wg.Add(1)
-			go func() {
+			w.gos.Go(func() {
 				defer w.wg.Done()
 				sl := &slot{c: slots, held: true}
 				defer sl.release()
 				w.process(m, sl)
-			}()
+			})
 		}
 		for range want - got {
 			<-slots

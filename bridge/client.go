@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"compress/flate"
 	"compress/gzip"
 	"context"
@@ -245,7 +246,6 @@ type Client struct {
 	idle    time.Duration
 	creds   Credentials
 	rt      http.RoundTripper
-	http    *http.Client
 }
 
 // NewClient returns the client of the upstream at base (an absolute http or
@@ -273,13 +273,33 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 			ForceAttemptHTTP2:     true,
 		}
 	}
-	c.http = &http.Client{
-		Transport: c.rt,
-		// Redirects are not followed: the upstream is what the operator
-		// configured, and a redirect would carry its credentials elsewhere.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
 	return c, nil
+}
+
+// noRedirect is the CheckRedirect of the clients the SDKs are given:
+// redirects are not followed, as Do does not follow them: the upstream is
+// what the operator configured, and a redirect would carry its
+// credentials elsewhere.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// roundTrip sends req on the client's transport: what an http.Client
+// with noRedirect and no timeout does (a redirect is the answer), without
+// the copy of the request's headers it makes for the redirects it would
+// follow (about 9 µs a call in the bridge's profile at 16 clients,
+// docs/performance.md). A failure is the *url.Error Client.Do returns, so
+// its message reads the same ("Post \"http://…\": …"; errMessage names
+// the URL by its scheme and host).
+func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.rt.RoundTrip(req)
+	if err != nil {
+		op := cmp.Or(req.Method, http.MethodGet)
+		op = op[:1] + strings.ToLower(op[1:]) // as net/http's urlErrorOp
+		return nil, &url.Error{Op: op, URL: req.URL.String(), Err: err}
+	}
+	if resp.Body == nil {
+		resp.Body = http.NoBody // as http.Client.Do guarantees
+	}
+	return resp, nil
 }
 
 // ParseURL checks an upstream URL: absolute, http or https, with a host,
@@ -358,7 +378,7 @@ func (c *Client) IdleTimeout() time.Duration { return c.idle }
 // applies no idle timeout to bodies (the SDK reads them), only the
 // transport's header timeout.
 func (c *Client) HTTP() *http.Client {
-	return &http.Client{Transport: headerTransport{c}, CheckRedirect: c.http.CheckRedirect}
+	return &http.Client{Transport: headerTransport{c}, CheckRedirect: noRedirect}
 }
 
 type headerTransport struct{ c *Client }
@@ -371,7 +391,7 @@ type headerTransport struct{ c *Client }
 // a2a-go's JSON-RPC client answers "unexpected HTTP status: 503", which
 // Classify can only call a protocol error.
 func (c *Client) HTTPRefusing(refuse func(*http.Response) bool) *http.Client {
-	return &http.Client{Transport: refusingTransport{c, refuse}, CheckRedirect: c.http.CheckRedirect}
+	return &http.Client{Transport: refusingTransport{c, refuse}, CheckRedirect: noRedirect}
 }
 
 type refusingTransport struct {
@@ -440,7 +460,7 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 	ctx, cancel := context.WithCancelCause(ctx)
 	req = req.WithContext(ctx)
 	c.SetHeaders(ctx, req.Header, env)
-	resp, err := c.http.Do(req)
+	resp, err := c.roundTrip(req)
 	endCallSpan(span, resp, err)
 	if err != nil {
 		cancel(nil)

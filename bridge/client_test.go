@@ -594,11 +594,26 @@ func TestUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest("POST", c.Base().String(), strings.NewReader("{}"))
+	req, _ := http.NewRequest("POST", c.Base().String()+"hook/tok-1?key=sk-1", strings.NewReader("{}"))
 	_, err = c.Do(req, nil)
 	var be *Error
 	if !errors.As(err, &be) || be.Code != CodeUnreachable || !be.Retryable {
 		t.Fatalf("refused: %v", err)
+	}
+	// Do calls the transport itself: its failure reads as http.Client's
+	// (a *url.Error naming the method and the URL), which the message
+	// names by scheme and host only.
+	req, _ = http.NewRequest("POST", c.Base().String()+"hook/tok-1?key=sk-1", strings.NewReader("{}"))
+	_, cerr := (&http.Client{Transport: http.DefaultTransport}).Do(req)
+	var ue *url.Error
+	if !errors.As(err, &ue) || ue.Op != "Post" {
+		t.Fatalf("Do's failure is not Client.Do's *url.Error: %#v", err)
+	}
+	if want := Classify(cerr).Error(); be.Error() != want {
+		t.Fatalf("Do's failure reads\n%q, http.Client's\n%q", be.Error(), want)
+	}
+	if strings.Contains(be.Error(), "tok-1") || strings.Contains(be.Error(), "sk-1") {
+		t.Fatalf("the message shows the URL's path or query: %q", be.Error())
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 // the method's name). Every other wait is on the event: a channel, a
 // condition (internal/testkit.Eventually), or testing/synctest for timers.
 var sleepAllowed = map[string]string{
+	"agent/gopool_test.go:TestGoPoolIdleGoroutineEnds":                          "inside a testing/synctest bubble: the sleep advances the fake clock (a kept goroutine's idle timer)",
+	"agent/gopool_test.go:TestGoPoolKeepsItsGoroutine":                          "inside a testing/synctest bubble: the sleep advances the fake clock (idle, within the timer)",
 	"agent/lifecycle_test.go:TestShutdownDrainsInFlight":                        "a handler still running when shutdown begins",
 	"agent/sharing_test.go:TestInProgressKeepsLongHandler":                      "a handler running 2.5× the AckWait",
 	"agent/sharing_test.go:TestWorkSharingBoundedByConcurrencyAndMaxAckPending": "turns long enough to overlap, so the peak in flight shows the bounds",
