@@ -6,10 +6,10 @@ import "time"
 // request's two goroutines (its handling, and its handler's) each start
 // with a small stack that the handler's call depth (an HTTP client, a
 // JSON decoder, a NATS publish) grows by copying it, two or three times a
-// request; a goroutine kept keeps its grown stack. About 13 µs of CPU a
-// request in the bridge's profile at 16 clients (runtime.newstack,
-// copystack), which a kept goroutine does not pay (docs/performance.md,
-// "Goroutines kept for the next request").
+// request; a goroutine kept keeps its grown stack. About 11 µs of CPU a
+// bridged request in the profiles at 16 clients (8 for the pipeline's own
+// agent: runtime.newstack, copystack), which a kept goroutine does not pay
+// (docs/performance.md, "Goroutines kept, again").
 //
 // A goroutine idle for goPoolIdle ends, so a burst's goroutines do not
 // outlive it; close ends every idle one at once (Run, on its way out).
