@@ -285,8 +285,8 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 // roundTrip sends req on the client's transport: what an http.Client
 // with noRedirect and no timeout does (a redirect is the answer), without
 // the copy of the request's headers it makes for the redirects it would
-// follow (about 9 µs a call in the bridge's profile at 16 clients,
-// docs/performance.md). A failure is the *url.Error Client.Do returns, so
+// follow (7.5–9 µs a call in the bridge's profiles at 16 clients,
+// docs/performance.md "Goroutines kept, again"). A failure is the *url.Error Client.Do returns, so
 // its message reads the same ("Post \"http://…\": …"; errMessage names
 // the URL by its scheme and host).
 func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
