@@ -405,6 +405,22 @@ func TestChaos(t *testing.T) {
 		_, err := js.Consumer(ctx, streams.RequestsStream, cname)
 		return err == nil
 	})
+	// And both pools pulling from it (a pull waiting from each: a pool
+	// pulls one batch at a time): a pool whose worker was still making
+	// the consumer (a retry after a clash with the other's, in a cluster
+	// electing) took no request of a 3-second run, so the kill waiting
+	// for pool A to hold requests never came (seen once in CI: 0 of 3
+	// kills).
+	testkit.Eventually(t, 30*time.Second, "both agent pools pulling", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		cons, err := js.Consumer(ctx, streams.RequestsStream, cname)
+		if err != nil {
+			return false
+		}
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumWaiting >= 2
+	})
 
 	env := &clientEnv{
 		hc:       &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: chaosClients, DisableCompression: true}},
