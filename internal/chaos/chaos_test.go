@@ -395,23 +395,16 @@ func TestChaos(t *testing.T) {
 	eg1 := startEgress(t, c, "egress-1", log)
 	eg2 := startEgress(t, c, "egress-2", log)
 
-	// Wait for the pool's consumer.
+	// Wait for the pool's consumer and both pools pulling from it (a pull
+	// waiting from each: a pool pulls one batch at a time): a pool whose
+	// worker was still making the consumer (a retry after a clash with the
+	// other's, in a cluster electing) took no request of a 3-second run,
+	// so the kill waiting for pool A to hold requests never came (seen
+	// once in CI: 0 of 3 kills).
 	checkNC := c.Connect(nats.Name("chaos-check"))
 	js := natstest.JetStream(t, checkNC)
 	cname, _ := streams.AgentConsumerName(chaosPool)
-	testkit.Eventually(t, 30*time.Second, "agent consumer "+cname, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := js.Consumer(ctx, streams.RequestsStream, cname)
-		return err == nil
-	})
-	// And both pools pulling from it (a pull waiting from each: a pool
-	// pulls one batch at a time): a pool whose worker was still making
-	// the consumer (a retry after a clash with the other's, in a cluster
-	// electing) took no request of a 3-second run, so the kill waiting
-	// for pool A to hold requests never came (seen once in CI: 0 of 3
-	// kills).
-	testkit.Eventually(t, 30*time.Second, "both agent pools pulling", func() bool {
+	testkit.Eventually(t, 30*time.Second, "agent consumer "+cname+" with both pools pulling", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		cons, err := js.Consumer(ctx, streams.RequestsStream, cname)
