@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
 )
@@ -74,7 +75,14 @@ func TestAgentVaultTimesUTC(t *testing.T) {
 	if !strings.HasSuffix(task.CreatedAt, "Z") || !strings.HasSuffix(task.UpdatedAt, "Z") {
 		t.Errorf("createdAt %q, updatedAt %q: want both UTC written with Z", task.CreatedAt, task.UpdatedAt)
 	}
-	if task.CreatedAt > task.UpdatedAt {
+	// Compared as times, not strings: RFC 3339 with trimmed fractions
+	// orders ".54Z" after ".548074Z" as text (CI saw it fail so).
+	created, err1 := time.Parse(time.RFC3339Nano, task.CreatedAt)
+	updated, err2 := time.Parse(time.RFC3339Nano, task.UpdatedAt)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("createdAt %q, updatedAt %q: %v %v", task.CreatedAt, task.UpdatedAt, err1, err2)
+	}
+	if created.After(updated) {
 		t.Errorf("createdAt %q after updatedAt %q", task.CreatedAt, task.UpdatedAt)
 	}
 }
