@@ -191,9 +191,6 @@ func (a *archiver) pastCorrupt(ctx context.Context, seq uint64, cause error) (po
 // unanswered for long (CI once saw nothing archived for 40 s, nothing
 // logged).
 const (
-	// pullHeartbeat is the pull requests' idle heartbeat: a consumer lost
-	// is noticed after two missed (the client's default, 5 s, took 10 s).
-	pullHeartbeat = time.Second
 	// maxResets bounds the client's attempts to recreate a lost consumer
 	// (each up to 10 s; unbounded by default): past them the session ends
 	// with the error and the next one starts from the archive's last batch.
@@ -231,7 +228,7 @@ func (a *archiver) session(ctx context.Context) error {
 	// delivers no message over a pull's byte bound, and the archive would
 	// stop at it for good.
 	it, err := cons.Messages(jetstream.PullMaxBytes(max(2<<20, int(a.js.Conn().MaxPayload())+64<<10)),
-		jetstream.PullHeartbeat(pullHeartbeat))
+		jetstream.PullHeartbeat(streams.PullHeartbeat)) // a consumer lost noticed in 2 s (the client's default, 5 s, took 10)
 	if err != nil {
 		a.dropConsumer(cons, nil)
 		return err

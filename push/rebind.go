@@ -74,7 +74,7 @@ func (s *stage) consume(f *feed, c jetstream.Consumer) error {
 	if f.gone == nil {
 		f.gone = make(chan error, 1)
 	}
-	cc, err := c.Consume(f.handler, jetstream.PullMaxMessages(256),
+	cc, err := c.Consume(f.handler, jetstream.PullMaxMessages(256), jetstream.PullHeartbeat(streams.PullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if consumerGone(err) {
 				select {

@@ -25,6 +25,18 @@ const (
 	maxBackOffFactor = 5
 )
 
+// PullHeartbeat is the idle heartbeat the long-running pulls of the stages
+// ask for (jetstream.PullHeartbeat: the console's indexer, push's feeds,
+// the archiver). A pull that reaches no consumer (answered "no responders"
+// while a consumer's leader is not yet known in a cluster, or while the
+// consumer is deleted and made again) or that is lost with its server is
+// counted as waiting by the client until two heartbeats are missed, then
+// made again: with the client's default (half the pull's 30-s expiry) a
+// stage took nothing for 30 s (egress/console's
+// TestIndexGoesOnAfterPullLost). One heartbeat a second per idle pull is
+// what it costs.
+const PullHeartbeat = time.Second
+
 type consumerOptions struct {
 	ackWait     time.Duration
 	maxDeliver  int

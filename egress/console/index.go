@@ -357,7 +357,7 @@ func (ix *indexer) run(ctx context.Context, ready chan<- error) {
 func (ix *indexer) loop(ctx context.Context, c jetstream.Consumer, kind string, handle func(context.Context, []jetstream.Msg) error) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		it, err := c.Messages(jetstream.PullMaxMessages(2 * fetchBatch))
+		it, err := c.Messages(jetstream.PullMaxMessages(2*fetchBatch), jetstream.PullHeartbeat(streams.PullHeartbeat))
 		if err != nil {
 			ix.errors.WithLabelValues(kind).Inc()
 			ix.log.Warn("console: index consumer failed", "consumer", kind, "err", err)
