@@ -85,7 +85,7 @@ func TestIndexGoesOnAfterPullLost(t *testing.T) {
 	// The pulls on their way to the consumer, seen: once it is deleted (its
 	// waiting pull ended "consumer deleted"), the indexer's next pull comes
 	// here and nowhere else.
-	pulls, err := nc.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + streams.RequestsStream + "." + console.RequestsConsumer)
+	pulls, err := nc.SubscribeSync(subjects.ConsumerNext(streams.RequestsStream, console.RequestsConsumer))
 	if err != nil {
 		t.Fatal(err)
 	}
