@@ -103,6 +103,7 @@ func (p *egressProc) kill() {
 // agentPool is one agent process: its own connection, cancelled by kill.
 type agentPool struct {
 	nc   *nats.Conn
+	name string
 	reg  *prometheus.Registry
 	done chan error
 	stop context.CancelFunc
@@ -110,7 +111,12 @@ type agentPool struct {
 
 func startPool(t *testing.T, c *natstest.Cluster, name string, log *slog.Logger) *agentPool {
 	t.Helper()
-	p := &agentPool{nc: c.Connect(nats.Name(name)), reg: prometheus.NewRegistry(), done: make(chan error, 1)}
+	p := &agentPool{
+		nc:   c.Connect(nats.Name(name), nats.CustomInboxPrefix(poolInboxPrefix+name)),
+		name: name,
+		reg:  prometheus.NewRegistry(),
+		done: make(chan error, 1),
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.stop = cancel
 	go func() {
@@ -127,6 +133,37 @@ func startPool(t *testing.T, c *natstest.Cluster, name string, log *slog.Logger)
 		}
 	})
 	return p
+}
+
+// poolInboxPrefix starts the inbox prefix of each pool's connection: the
+// reply subject of its pulls names the pool.
+const poolInboxPrefix = "_INBOX.chaos."
+
+// waitPulling waits (30 s at most) until a pull of each pool on the
+// consumer cname is seen on its way to the consumer.
+func waitPulling(t *testing.T, nc *nats.Conn, cname string, pools ...*agentPool) {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subjects.ConsumerNext(streams.RequestsStream, cname))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	waiting := map[string]bool{}
+	for _, p := range pools {
+		waiting[p.name] = true
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(waiting) > 0 {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("no pull on consumer %s within 30 s from %v: %v", cname, waiting, err)
+		}
+		for name := range waiting {
+			if strings.HasPrefix(m.Reply, poolInboxPrefix+name+".") {
+				delete(waiting, name)
+			}
+		}
+	}
 }
 
 // metric sums the samples of a counter or a gauge of the pool.
@@ -395,25 +432,17 @@ func TestChaos(t *testing.T) {
 	eg1 := startEgress(t, c, "egress-1", log)
 	eg2 := startEgress(t, c, "egress-2", log)
 
-	// Wait for the pool's consumer and both pools pulling from it (a pull
-	// waiting from each: a pool pulls one batch at a time): a pool whose
+	// Wait for both pools pulling from the pool's consumer, each pull seen
+	// on its way and told apart by the pool's inbox prefix: a pool whose
 	// worker was still making the consumer (a retry after a clash with the
 	// other's, in a cluster electing) took no request of a 3-second run,
 	// so the kill waiting for pool A to hold requests never came (seen
-	// once in CI: 0 of 3 kills).
+	// once in CI: 0 of 3 kills). The consumer's count of waiting pulls
+	// could not tell one pool's expiring pull beside its next from a pull
+	// of each.
 	checkNC := c.Connect(nats.Name("chaos-check"))
-	js := natstest.JetStream(t, checkNC)
 	cname, _ := streams.AgentConsumerName(chaosPool)
-	testkit.Eventually(t, 30*time.Second, "agent consumer "+cname+" with both pools pulling", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		cons, err := js.Consumer(ctx, streams.RequestsStream, cname)
-		if err != nil {
-			return false
-		}
-		info, err := cons.Info(ctx)
-		return err == nil && info.NumWaiting >= 2
-	})
+	waitPulling(t, checkNC, cname, poolA, poolB)
 
 	env := &clientEnv{
 		hc:       &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: chaosClients, DisableCompression: true}},
