@@ -163,9 +163,15 @@ func TestA2AV1ListTasksOrderWithAgentClockAhead(t *testing.T) {
 		Config: &a2a.SendMessageConfig{ReturnImmediately: false}}); err != nil {
 		t.Fatal(err)
 	}
+	// Listed on the pipeline's own interface: a pool's lists its own tasks.
+	all, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{
+		a2a.NewAgentInterface(p.url+ingress.A2AV1Path, a2a.TransportProtocolJSONRPC)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var list *a2a.ListTasksResponse
 	testkit.Eventually(t, 10*time.Second, "three tasks listed", func() bool {
-		list, err = c.ListTasks(ctx, &a2a.ListTasksRequest{})
+		list, err = all.ListTasks(ctx, &a2a.ListTasksRequest{})
 		return err == nil && len(list.Tasks) == 3
 	})
 	var stamps []string

@@ -434,7 +434,9 @@ func (h *handler) task(ctx context.Context, t *host.Task, historyLength *int) (*
 }
 
 // ListTasks lists the caller's tasks (every task for an audit or admin
-// principal: the host's ownership rule), filtered by context, state and
+// principal: the host's ownership rule) of the call's pool when it names
+// one (a pool's interface, a tenant, ?agent=: that agent's tasks), of
+// every pool otherwise (the pipeline's own interface), filtered by context, state and
 // status time (statusTimestampAfter: at or after, a2a.proto), sorted by
 // their status timestamp, most recent first (A2A v1.0 §3.1.4; ties by
 // id), in pages of pageSize (default 50, at most 100) joined by an opaque
@@ -467,7 +469,8 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 		return nil, fmt.Errorf("%w: pageToken: %v", a2a.ErrInvalidParams, err)
 	}
 	recs, err := c.c.ListTasks(ctx, ListMax, func(t *host.ListedTask) bool {
-		return t.Protocol == normalizer.ProtocolA2A && (req.ContextID == "" || t.ContextID == req.ContextID)
+		return t.Protocol == normalizer.ProtocolA2A && (req.ContextID == "" || t.ContextID == req.ContextID) &&
+			(c.agent == "" || t.Pool == c.agent) // a pool's interface lists that agent's tasks (pooltenant.go)
 	})
 	if err != nil {
 		return nil, sdkError(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,16 @@ func tenantClient(t *testing.T, url, tenant string, binding a2a.TransportProtoco
 	return c
 }
 
+// twoPools starts a pipeline with the pools demo (the default) and echo,
+// each answering "pool <name>", with the pool check on.
+func twoPools(t *testing.T) *pipetest.Pipeline {
+	t.Helper()
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithPoolCheck(time.Second), ingress.WithDefaultPool("demo")))
+	p.Pool("demo", poolNamed("demo"))
+	p.Pool("echo", poolNamed("echo"))
+	return p
+}
+
 func hi() *a2a.SendMessageRequest {
 	return &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi"))}
 }
@@ -83,9 +94,7 @@ func hi() *a2a.SendMessageRequest {
 // client's is, and a path without a tenant is served as before.
 func TestPathTenant(t *testing.T) {
 	t.Parallel()
-	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithPoolCheck(time.Second), ingress.WithDefaultPool("demo")))
-	p.Pool("demo", poolNamed("demo"))
-	p.Pool("echo", poolNamed("echo"))
+	p := twoPools(t)
 	ctx := context.Background()
 	for _, u := range []struct{ name, url, tenant string }{
 		{"root", p.URL + a2av1.Path, "echo"},
@@ -178,4 +187,53 @@ func do(t *testing.T, req *http.Request) (int, map[string]any) {
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestListTasksOfPool: ListTasks on a pool's interface (its path, a tenant,
+// ?agent=) lists that agent's tasks only: a client given a pool's card
+// lists what it did with that agent, not the pipeline's other agents'
+// tasks. The pipeline's own interface, naming no pool, lists every pool's.
+func TestListTasksOfPool(t *testing.T) {
+	t.Parallel()
+	p := twoPools(t)
+	ctx := context.Background()
+	ids := map[string]string{}
+	for _, pool := range []string{"demo", "echo"} {
+		for ev, err := range restClient(t, p.URL+a2av1.Path, pool).SendStreamingMessage(ctx, hi()) {
+			if err != nil {
+				t.Fatalf("stream to %s: %v", pool, err)
+			}
+			if ti, ok := ev.(a2a.TaskInfoProvider); ok && ti.TaskInfo().TaskID != "" {
+				ids[pool] = string(ti.TaskInfo().TaskID)
+			}
+		}
+		if ids[pool] == "" {
+			t.Fatalf("stream to %s: no task", pool)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		c    *a2aclient.Client
+		want []string
+	}{
+		{"the pipeline's interface", restClient(t, p.URL+a2av1.Path, ""), []string{ids["demo"], ids["echo"]}},
+		{"tenant echo", restClient(t, p.URL+a2av1.Path, "echo"), []string{ids["echo"]}},
+		{"tenant demo", restClient(t, p.URL+a2av1.Path, "demo"), []string{ids["demo"]}},
+		{"echo's interface", restClient(t, p.URL+ingress.PoolsPath+"echo"+a2av1.Path, ""), []string{ids["echo"]}},
+		{"?agent=echo, JSON-RPC", tenantClient(t, p.URL+a2av1.Path+"?agent=echo", "", a2a.TransportProtocolJSONRPC), []string{ids["echo"]}},
+	} {
+		l, err := c.c.ListTasks(ctx, &a2a.ListTasksRequest{})
+		if err != nil {
+			t.Fatalf("%s: ListTasks: %v", c.name, err)
+		}
+		var got []string
+		for _, task := range l.Tasks {
+			got = append(got, string(task.ID))
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(c.want))
+		if !slices.Equal(got, want) || l.TotalSize != len(want) {
+			t.Errorf("%s: ListTasks listed %v (total %d), want %v", c.name, got, l.TotalSize, want)
+		}
+	}
 }

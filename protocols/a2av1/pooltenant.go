@@ -27,11 +27,15 @@ import (
 // The calls on a task (GetTask, ListTasks, CancelTask, SubscribeToTask,
 // the push-config methods) check it the same way (readCall): an invalid pool name, or a tenant
 // naming another pool than the interface's, is InvalidParams. The pool
-// does not scope them: a task is its principal's under the ownership
-// rule, whichever pool ran it (its id names it on every interface, as
-// ?agent= and the pool's path have always allowed), and a pool no worker
-// serves now keeps its tasks readable, so whether a pool is known is a
-// send's check only.
+// does not scope the calls that name a task: a task is its principal's
+// under the ownership rule, whichever pool ran it (its id names it on
+// every interface, as ?agent= and the pool's path have always allowed),
+// and a pool no worker serves now keeps its tasks readable, so whether a
+// pool is known is a send's check only. ListTasks, which names no task,
+// lists the named pool's tasks only: a client given a pool's card talks
+// to that agent and lists its tasks with it, not those of the pipeline's
+// other agents; the pipeline's own interface, naming no pool, lists every
+// pool's.
 //
 // The HTTP+JSON binding carries the tenant in the path too: a2a.proto's
 // HTTP annotations give every route an additional binding under
