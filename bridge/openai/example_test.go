@@ -1,0 +1,123 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/openai"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// A model server behind the pool "chat", as `e2a agent --pool chat
+// --openai URL --model M` serves it: each request becomes one streamed
+// POST {URL}/chat/completions, whose content deltas are written as
+// e2a.chunk text frames and whose end as the final e2a.complete frame
+// (the full text, the finish reason, the model and its usage). Here the
+// model server is an httptest.Server answering a canned stream.
+func Example() {
+	// A stand-in for vLLM, Ollama or OpenAI: a chat completions stream.
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := func(choices, usage string) {
+			fmt.Fprintf(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4.1-mini","choices":[%s],"usage":%s}`+"\n\n", choices, usage)
+			w.(http.Flusher).Flush()
+		}
+		chunk(`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}`, "null")
+		for _, piece := range []string{"Paris", " is the capital", " of France."} {
+			chunk(`{"index":0,"delta":{"content":"`+piece+`"},"finish_reason":null}`, "null")
+		}
+		chunk(`{"index":0,"delta":{},"finish_reason":"stop"}`, "null")
+		chunk("", `{"prompt_tokens":14,"completion_tokens":7,"total_tokens":21}`)
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer model.Close()
+
+	// An embedded JetStream server with the pipeline's streams.
+	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	nc, _ := srv.Connect()
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cfg := streams.DefaultConfig()
+	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
+	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
+		panic(err)
+	}
+
+	// The bridge: a client of the model server's API base, the model, the
+	// conversations store (earlier turns of a session are sent along), and
+	// bridge.New around it (retries, a bound on calls in flight).
+	client, err := bridge.NewClient(model.URL + "/v1")
+	if err != nil {
+		panic(err)
+	}
+	convs, err := bridge.OpenConversations(context.Background(), js, cfg)
+	if err != nil {
+		panic(err)
+	}
+	up, err := openai.New(client, "gpt-4.1-mini", openai.WithHistory("chat", convs))
+	if err != nil {
+		panic(err)
+	}
+	h, err := bridge.New("chat", up)
+	if err != nil {
+		panic(err)
+	}
+
+	// Serve the pool until ctx is done.
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- agent.Run(ctx, nc, "chat", h) }()
+
+	// Follow the live frames, then send a request.
+	live, _ := subjects.Live("req-1")
+	frames, _ := nc.SubscribeSync(live)
+	req, _ := subjects.Request("chat", "req-1")
+	body, _ := json.Marshal(e2a.Envelope{RequestID: "req-1", IsStream: true, Params: map[string]any{"text": "What is the capital of France?"}})
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: req, Data: body}, jetstream.WithMsgID("req-1")); err != nil {
+		panic(err)
+	}
+	var text strings.Builder
+	for final := false; !final; {
+		m, err := frames.NextMsg(10 * time.Second)
+		if err != nil {
+			panic(err)
+		}
+		// A message holds one frame, or a burst of them (E2A-Frames).
+		burst, _ := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data)
+		for _, f := range burst {
+			if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaText {
+				text.WriteString(c.Delta.(string))
+			}
+			if f.IsFinal {
+				fmt.Printf("streamed: %s\nfinal: %s %s %s\n", text.String(), f.ResponseKind, f.Status, f.Body)
+				final = true
+			}
+		}
+	}
+	stop()
+	fmt.Println("Run:", <-done)
+	// Output:
+	// streamed: Paris is the capital of France.
+	// final: e2a.complete succeeded {"result":{"content":"Paris is the capital of France.","finish_reason":"stop","model":"gpt-4.1-mini","usage":{"prompt_tokens":14,"completion_tokens":7,"total_tokens":21}}}
+	// Run: <nil>
+}
