@@ -2,7 +2,6 @@ package a2abridge_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"iter"
 	"maps"
@@ -15,15 +14,16 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
-	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // capitals is the A2A agent of the example, written with the official
@@ -137,35 +137,31 @@ func Example() {
 	done := make(chan error)
 	go func() { done <- agent.Run(ctx, nc, "capitals", h) }()
 
-	// Follow the live frames, then send a request.
-	live, _ := subjects.Live("req-1")
-	frames, _ := nc.SubscribeSync(live)
-	req, _ := subjects.Request("capitals", "req-1")
-	body, _ := json.Marshal(e2a.Envelope{RequestID: "req-1", IsStream: true, Params: map[string]any{"text": "What is the capital of France?"}})
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: req, Data: body}, jetstream.WithMsgID("req-1")); err != nil {
+	// Send a request, then read its frames in order: egress.Replay waits
+	// for those not written yet and returns after the final one.
+	env := &e2a.Envelope{RequestID: "req-1", IsStream: true, Params: map[string]any{"text": "What is the capital of France?"}}
+	if _, err := ingress.NewPublisher(js, 10*time.Second).Publish(ctx, "capitals", env); err != nil {
 		panic(err)
 	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	var text strings.Builder
-	for final := false; !final; {
-		m, err := frames.NextMsg(10 * time.Second)
-		if err != nil {
-			panic(err)
+	err = egress.Replay(rctx, nc, "req-1", 0, func(fr render.Frame) error {
+		f := fr.Response
+		if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaText {
+			text.WriteString(c.Delta.(string))
 		}
-		// A message holds one frame, or a burst of them (E2A-Frames).
-		burst, _ := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data)
-		for _, f := range burst {
-			if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaText {
-				text.WriteString(c.Delta.(string))
-			}
-			if f.IsFinal {
-				fmt.Printf("streamed: %s\nfinal: %s %s\n", text.String(), f.ResponseKind, f.Status)
-				if c, err := f.Complete(); err == nil {
-					res, _ := c.Result.(map[string]any)
-					fmt.Printf("result: %v, text: %s\n", slices.Sorted(maps.Keys(res)), res["text"])
-				}
-				final = true
+		if f.IsFinal {
+			fmt.Printf("streamed: %s\nfinal: %s %s\n", text.String(), f.ResponseKind, f.Status)
+			if c, err := f.Complete(); err == nil {
+				res, _ := c.Result.(map[string]any)
+				fmt.Printf("result: %v, text: %s\n", slices.Sorted(maps.Keys(res)), res["text"])
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		panic(err)
 	}
 	stop()
 	fmt.Println("Run:", <-done)

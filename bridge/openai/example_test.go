@@ -2,22 +2,22 @@ package openai_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
-	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // A model server behind the pool "chat", as `e2a agent --pool chat
@@ -88,31 +88,27 @@ func Example() {
 	done := make(chan error)
 	go func() { done <- agent.Run(ctx, nc, "chat", h) }()
 
-	// Follow the live frames, then send a request.
-	live, _ := subjects.Live("req-1")
-	frames, _ := nc.SubscribeSync(live)
-	req, _ := subjects.Request("chat", "req-1")
-	body, _ := json.Marshal(e2a.Envelope{RequestID: "req-1", IsStream: true, Params: map[string]any{"text": "What is the capital of France?"}})
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: req, Data: body}, jetstream.WithMsgID("req-1")); err != nil {
+	// Send a request, then read its frames in order: egress.Replay waits
+	// for those not written yet and returns after the final one.
+	env := &e2a.Envelope{RequestID: "req-1", IsStream: true, Params: map[string]any{"text": "What is the capital of France?"}}
+	if _, err := ingress.NewPublisher(js, 10*time.Second).Publish(ctx, "chat", env); err != nil {
 		panic(err)
 	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	var text strings.Builder
-	for final := false; !final; {
-		m, err := frames.NextMsg(10 * time.Second)
-		if err != nil {
-			panic(err)
+	err = egress.Replay(rctx, nc, "req-1", 0, func(fr render.Frame) error {
+		f := fr.Response
+		if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaText {
+			text.WriteString(c.Delta.(string))
 		}
-		// A message holds one frame, or a burst of them (E2A-Frames).
-		burst, _ := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data)
-		for _, f := range burst {
-			if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaText {
-				text.WriteString(c.Delta.(string))
-			}
-			if f.IsFinal {
-				fmt.Printf("streamed: %s\nfinal: %s %s %s\n", text.String(), f.ResponseKind, f.Status, f.Body)
-				final = true
-			}
+		if f.IsFinal {
+			fmt.Printf("streamed: %s\nfinal: %s %s %s\n", text.String(), f.ResponseKind, f.Status, f.Body)
 		}
+		return nil
+	})
+	if err != nil {
+		panic(err)
 	}
 	stop()
 	fmt.Println("Run:", <-done)
