@@ -20,6 +20,28 @@ import (
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
+// chatCompletions is a stand-in for vLLM, Ollama or OpenAI: it answers
+// POST /v1/chat/completions with a chat completions stream, in the wire
+// format the official client reads (TestExampleStreamIsTheWireFormat).
+func chatCompletions(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	chunk := func(choices, usage string) {
+		fmt.Fprintf(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4.1-mini","choices":[%s],"usage":%s}`+"\n\n", choices, usage)
+		w.(http.Flusher).Flush()
+	}
+	chunk(`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}`, "null")
+	for _, piece := range []string{"Paris", " is the capital", " of France."} {
+		chunk(`{"index":0,"delta":{"content":"`+piece+`"},"finish_reason":null}`, "null")
+	}
+	chunk(`{"index":0,"delta":{},"finish_reason":"stop"}`, "null")
+	chunk("", `{"prompt_tokens":14,"completion_tokens":7,"total_tokens":21}`)
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
 // A model server behind the pool "chat", as `e2a agent --pool chat
 // --openai URL --model M` serves it: each request becomes one streamed
 // POST {URL}/chat/completions, whose content deltas are written as
@@ -27,25 +49,7 @@ import (
 // (the full text, the finish reason, the model and its usage). Here the
 // model server is an httptest.Server answering a canned stream.
 func Example() {
-	// A stand-in for vLLM, Ollama or OpenAI: a chat completions stream.
-	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		chunk := func(choices, usage string) {
-			fmt.Fprintf(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4.1-mini","choices":[%s],"usage":%s}`+"\n\n", choices, usage)
-			w.(http.Flusher).Flush()
-		}
-		chunk(`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}`, "null")
-		for _, piece := range []string{"Paris", " is the capital", " of France."} {
-			chunk(`{"index":0,"delta":{"content":"`+piece+`"},"finish_reason":null}`, "null")
-		}
-		chunk(`{"index":0,"delta":{},"finish_reason":"stop"}`, "null")
-		chunk("", `{"prompt_tokens":14,"completion_tokens":7,"total_tokens":21}`)
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
+	model := httptest.NewServer(http.HandlerFunc(chatCompletions))
 	defer model.Close()
 
 	// An embedded JetStream server with the pipeline's streams.
