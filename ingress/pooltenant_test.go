@@ -116,7 +116,8 @@ func TestPoolEndpointsGRPCTenant(t *testing.T) {
 // every binding, and an invalid pool name is InvalidParams
 // (protocols/a2av1/pooltenant.go; SendMessage answers so) on the calls on
 // a task too (GetTask, ListTasks, CancelTask). A valid tenant does not
-// scope them: the task is the caller's whichever pool ran it.
+// scope the calls naming a task: the task is the caller's whichever pool
+// ran it (ListTasks lists the tenant's pool's: TestListTasksOfPool).
 func TestA2AV1TenantOnReads(t *testing.T) {
 	p := startPipeline(t)
 	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
