@@ -212,7 +212,7 @@ func ExampleCheckFrames() {
 	// <nil>
 	// e2a: frame sequence violation: request "req_1": gap, sequence 2 where 1 was expected
 	// e2a: frame sequence violation: request "req_1": frame 1 after the final frame
-	// e2a: frame sequence violation: request "req_1": no final frame after 1 frames
+	// e2a: frame sequence violation: request "req_1": no final frame, 1 received
 	// true
 }
 

@@ -59,7 +59,7 @@ func CheckFrames(frames []*Response) error {
 		}
 	}
 	if !c.Done() {
-		return fmt.Errorf("%w: request %q: no final frame after %d frames", ErrFrameSequence, frames[0].RequestID, len(frames))
+		return fmt.Errorf("%w: request %q: no final frame, %d received", ErrFrameSequence, frames[0].RequestID, len(frames))
 	}
 	return nil
 }

@@ -272,13 +272,13 @@ func (c *call) readError(err error) error {
 		if errors.Is(err, errTruncated) {
 			where = "mid-frame"
 		}
-		return protocolError(ErrNoFinalFrame, "upstream ended its answer %s after %d frames", where, c.n)
+		return protocolError(ErrNoFinalFrame, "upstream ended its answer %s (frames before it: %d)", where, c.n)
 	case errors.Is(err, io.EOF):
 		return &bridge.Error{Code: bridge.CodeUnavailable, Retryable: true, Err: ErrNoFinalFrame,
-			Message: fmt.Sprintf("upstream closed the answer mid-stream: no final frame after %d frames", c.n)}
+			Message: fmt.Sprintf("upstream closed the answer mid-stream: no final frame, %d received", c.n)}
 	case errors.Is(err, errTruncated):
 		return &bridge.Error{Code: bridge.CodeUnavailable, Retryable: true, Err: ErrNoFinalFrame,
-			Message: fmt.Sprintf("upstream closed the answer mid-frame after %d frames", c.n)}
+			Message: fmt.Sprintf("upstream closed the answer mid-frame (frames before it: %d)", c.n)}
 	case errors.Is(err, ErrFrameTooLarge):
 		return protocolError(ErrFrameTooLarge, "upstream frame %d is larger than %d bytes", c.n, c.u.cfg.maxFrameBytes)
 	}
