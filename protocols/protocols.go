@@ -41,7 +41,10 @@ type Protocol struct {
 	// Formats are the egress renderers (egress.Formats) that answer it
 	// from a request's frames. A2A v1.0 has one, its JSON-RPC binding's
 	// SendStreamingMessage SSE; its other answers are the SDK's
-	// transports over egress's event iterator (Bindings).
+	// transports over egress's event iterator (Bindings). A format
+	// belongs to one protocol (New refuses a second one naming it): a
+	// protocol that answers with another's renderer, as one answering
+	// with egress's E2A NDJSON, lists none.
 	Formats []string
 	// Errors maps egress's errors (ErrNotFound, ErrNotCancelable…) to
 	// its JSON-RPC error; nil when it is not JSON-RPC.
