@@ -5,6 +5,7 @@
 // to wait for something; imports_test.go for a protocol SDK or protocol
 // package imported by egress, render or protocols/host (the neutral
 // layers), and for egress imported by render; fuzz_test.go for a kept fuzz
-// corpus (testdata/fuzz/<Target>) whose target no longer exists. It has no
+// corpus (testdata/fuzz/<Target>) whose target no longer exists; doc_test.go
+// for a package whose comment is not in its doc.go. It has no
 // code of its own.
 package habits
