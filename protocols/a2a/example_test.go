@@ -4,82 +4,49 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
-	"strconv"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/render"
 )
 
-// exampleFrames are the frames of request req-1 (task task-1, context
-// ctx-1): a reasoning chunk, two text chunks and the final e2a.complete,
-// one second apart from 12:00:00 on 29 March 2026.
+// exampleFrames are the frames of request req-1 as the conformance
+// scenarios build them (task task-002, context ctx-001, one second apart
+// from conformance.Time): a reasoning chunk, two text chunks of one model
+// response (llm_response_id chatcmpl-1) and the final e2a.complete.
 func exampleFrames() []*e2a.Response {
-	chunk := func(kind, text string) e2a.ChunkBody { return e2a.ChunkBody{DeltaKind: kind, Delta: text} }
-	bodies := []any{
-		chunk(e2a.DeltaReasoning, "The user greets me."),
-		chunk(e2a.DeltaText, "Hello"),
-		chunk(e2a.DeltaText, " world"),
-		e2a.CompleteBody{Result: map[string]any{"content": "Hello world"}},
+	return []*e2a.Response{
+		conformance.Chunk("req-1", 0, e2a.DeltaReasoning, "The user greets me.", "chatcmpl-1"),
+		conformance.Chunk("req-1", 1, e2a.DeltaText, "Hello", "chatcmpl-1"),
+		conformance.Chunk("req-1", 2, e2a.DeltaText, " world", "chatcmpl-1"),
+		conformance.Frame("req-1", 3, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "Hello world"}}, nil),
 	}
-	var frames []*e2a.Response
-	for i, body := range bodies {
-		f := &e2a.Response{
-			ProtocolVersion: e2a.ProtocolVersion,
-			ResponseID:      "rsp-" + strconv.Itoa(i),
-			RequestID:       "req-1",
-			Sequence:        int64(i),
-			Status:          e2a.StatusInProgress,
-			ResponseKind:    e2a.KindChunk,
-			Timestamp:       e2a.FormatTime(time.Date(2026, 3, 29, 12, 0, i, 0, time.UTC)),
-			Provenance:      e2a.Provenance{SourceProtocol: e2a.SourceA2A},
-			Body:            e2a.MarshalBody(body),
-			TaskID:          "task-1",
-			ContextID:       "ctx-1",
-			Metadata:        map[string]any{"llm_response_id": "chatcmpl-1"},
-		}
-		if i == len(bodies)-1 {
-			f.IsFinal, f.Status, f.ResponseKind, f.Metadata = true, e2a.StatusSucceeded, e2a.KindComplete, nil
-		}
-		frames = append(frames, f)
-	}
-	return frames
 }
 
-// renderExample drives the renderer newRenderer builds as egress does:
-// Start, each frame in order, End; and prints the response.
+// renderExample renders frames with the renderer newRenderer builds as
+// egress drives it (Start, each frame in order, End), through
+// conformance.Run, and prints the status, the Content-Type and the body.
+// Not conformance.RenderFrames: that one stops before End, where
+// message/send writes its one answer, and gives the body only, while the
+// Content-Type is what tells the stream (text/event-stream) from that
+// answer (application/json).
 func renderExample(newRenderer render.NewRenderer, frames []*e2a.Response) {
-	rec := httptest.NewRecorder()
-	o := render.NewOutput(rec, 0)
-	r := newRenderer(o)
-	if err := r.Start(); err != nil {
-		fmt.Println("start:", err)
+	steps := []conformance.Step{{Kind: conformance.StepStart}}
+	for i := range frames {
+		steps = append(steps, conformance.Step{Kind: conformance.StepFrame, Frame: i})
+	}
+	steps = append(steps, conformance.Step{Kind: conformance.StepEnd})
+	run, err := conformance.Run(conformance.Scenario{Frames: frames, Steps: steps}, newRenderer)
+	if err != nil {
+		fmt.Println(err)
 		return
 	}
-	for _, f := range frames {
-		raw, err := json.Marshal(f)
-		if err != nil {
-			panic(err)
-		}
-		if err := r.Frame(&render.Frame{Response: f, Raw: raw}); err != nil {
-			fmt.Println("frame:", err)
-			return
-		}
-	}
-	if err := r.End(nil); err != nil {
-		fmt.Println("end:", err)
-		return
-	}
-	if err := o.Flush(); err != nil {
-		fmt.Println("flush:", err)
-		return
-	}
-	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
-	fmt.Print(rec.Body.String())
+	fmt.Println(run.Status, run.Header.Get("Content-Type"))
+	fmt.Print(string(run.Body))
 }
 
 // NewStream renders the frames of a message/stream call as A2A v0.3 SSE:
@@ -92,9 +59,9 @@ func renderExample(newRenderer render.NewRenderer, frames []*e2a.Response) {
 func ExampleNewStream() {
 	p := a2amap.Params{
 		JSONRPCID: json.RawMessage(`"call-7"`),
-		TaskID:    "task-1",
-		ContextID: "ctx-1",
-		Submitted: time.Date(2026, 3, 29, 11, 59, 59, 0, time.UTC),
+		TaskID:    "task-002",
+		ContextID: "ctx-001",
+		Submitted: conformance.Time().Add(-time.Second),
 	}
 	renderExample(func(o *render.Output) render.Renderer {
 		return a2a.NewStream(o, "req-1", p, 0)
@@ -103,16 +70,16 @@ func ExampleNewStream() {
 	// 200 text/event-stream
 	// : ok
 	//
-	// data: {"jsonrpc":"2.0","id":"call-7","result":{"kind":"status-update","contextId":"ctx-1","final":false,"status":{"state":"submitted","timestamp":"2026-03-29T11:59:59Z"},"taskId":"task-1"}}
+	// data: {"jsonrpc":"2.0","id":"call-7","result":{"kind":"status-update","contextId":"ctx-001","final":false,"status":{"state":"submitted","timestamp":"2025-01-23T10:29:59Z"},"taskId":"task-002"}}
 	//
 	// id: 1
-	// data: {"jsonrpc":"2.0","id":"call-7","result":{"kind":"artifact-update","artifact":{"artifactId":"chatcmpl-1","parts":[{"kind":"text","text":"Hello"}]},"contextId":"ctx-1","taskId":"task-1","metadata":{"llm_response_id":"chatcmpl-1","object_type":"chat.completion.chunk","tag":""}}}
+	// data: {"jsonrpc":"2.0","id":"call-7","result":{"kind":"artifact-update","artifact":{"artifactId":"chatcmpl-1","parts":[{"kind":"text","text":"Hello"}]},"contextId":"ctx-001","taskId":"task-002","metadata":{"llm_response_id":"chatcmpl-1","object_type":"chat.completion.chunk","tag":""}}}
 	//
 	// id: 2
-	// data: {"jsonrpc":"2.0","id":"call-7","result":{"kind":"artifact-update","append":true,"artifact":{"artifactId":"chatcmpl-1","parts":[{"kind":"text","text":" world"}]},"contextId":"ctx-1","taskId":"task-1","metadata":{"llm_response_id":"chatcmpl-1","object_type":"chat.completion.chunk","tag":""}}}
+	// data: {"jsonrpc":"2.0","id":"call-7","result":{"kind":"artifact-update","append":true,"artifact":{"artifactId":"chatcmpl-1","parts":[{"kind":"text","text":" world"}]},"contextId":"ctx-001","taskId":"task-002","metadata":{"llm_response_id":"chatcmpl-1","object_type":"chat.completion.chunk","tag":""}}}
 	//
 	// id: 3
-	// data: {"jsonrpc":"2.0","id":"call-7","result":{"kind":"status-update","contextId":"ctx-1","final":true,"status":{"state":"completed","timestamp":"2026-03-29T12:00:03Z"},"taskId":"task-1"}}
+	// data: {"jsonrpc":"2.0","id":"call-7","result":{"kind":"status-update","contextId":"ctx-001","final":true,"status":{"state":"completed","timestamp":"2025-01-23T10:30:03Z"},"taskId":"task-002"}}
 }
 
 // NewSend renders the frames of a message/send call as its one JSON-RPC
@@ -125,7 +92,7 @@ func ExampleNewSend() {
 	}, exampleFrames())
 	// Output:
 	// 200 application/json
-	// {"jsonrpc":"2.0","id":1,"result":{"kind":"message","messageId":"rsp-0","contextId":"ctx-1","metadata":{"llm_response_id":"chatcmpl-1","object_type":"chat.completion","tag":""},"parts":[{"kind":"text","text":"Hello world"}],"role":"agent"}}
+	// {"jsonrpc":"2.0","id":1,"result":{"kind":"message","messageId":"rsp-req-1-0","contextId":"ctx-001","metadata":{"llm_response_id":"chatcmpl-1","object_type":"chat.completion","tag":""},"parts":[{"kind":"text","text":"Hello world"}],"role":"agent"}}
 }
 
 // Error maps the pipeline's errors to the JSON-RPC errors of A2A's error

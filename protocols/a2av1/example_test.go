@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"strconv"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/errordetails"
@@ -15,47 +14,29 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/render"
 )
 
-// exampleFrames are the frames of request req-1 (task task-1, context
-// ctx-1): two text chunks and the final e2a.complete, one second apart
-// from 12:00:00 on 29 March 2026.
+// exampleFrames are the frames of request req-1 as the conformance
+// scenarios build them (task task-002, context ctx-001, one second apart
+// from conformance.Time): two text chunks of one model response
+// (llm_response_id chatcmpl-1) and the final e2a.complete.
 func exampleFrames() []*e2a.Response {
-	bodies := []any{
-		e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "Hello"},
-		e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: " world"},
-		e2a.CompleteBody{Result: map[string]any{"content": "Hello world"}},
+	return []*e2a.Response{
+		conformance.Chunk("req-1", 0, e2a.DeltaText, "Hello", "chatcmpl-1"),
+		conformance.Chunk("req-1", 1, e2a.DeltaText, " world", "chatcmpl-1"),
+		conformance.Frame("req-1", 2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "Hello world"}}, nil),
 	}
-	var frames []*e2a.Response
-	for i, body := range bodies {
-		f := &e2a.Response{
-			ProtocolVersion: e2a.ProtocolVersion,
-			ResponseID:      "rsp-" + strconv.Itoa(i),
-			RequestID:       "req-1",
-			Sequence:        int64(i),
-			Status:          e2a.StatusInProgress,
-			ResponseKind:    e2a.KindChunk,
-			Timestamp:       e2a.FormatTime(time.Date(2026, 3, 29, 12, 0, i, 0, time.UTC)),
-			Provenance:      e2a.Provenance{SourceProtocol: e2a.SourceA2A},
-			Body:            e2a.MarshalBody(body),
-			TaskID:          "task-1",
-			ContextID:       "ctx-1",
-			Metadata:        map[string]any{"llm_response_id": "chatcmpl-1"},
-		}
-		if i == len(bodies)-1 {
-			f.IsFinal, f.Status, f.ResponseKind, f.Metadata = true, e2a.StatusSucceeded, e2a.KindComplete, nil
-		}
-		frames = append(frames, f)
-	}
-	return frames
 }
 
 // renderExample drives the renderer newRenderer builds as egress does
 // for a stream resumed at sequence from: Start, the frames before from to
 // Prime (a render.Primer's: they are not written, the client has them),
-// each frame from there in order, End; and prints the response.
+// each frame from there in order, End; and prints the response. A local
+// driver, not conformance.RenderFrames or conformance.Run: neither gives
+// frames to Prime, which is what the resumed stream below shows.
 func renderExample(newRenderer render.NewRenderer, frames []*e2a.Response, from int64) {
 	rec := httptest.NewRecorder()
 	o := render.NewOutput(rec, 0)
@@ -105,25 +86,25 @@ func renderExample(newRenderer render.NewRenderer, frames []*e2a.Response, from 
 // as SSE id, from which a client resumes (Last-Event-ID).
 func ExampleNewStream() {
 	p := a2amap.Params{
-		TaskID:    "task-1",
-		ContextID: "ctx-1",
-		Submitted: time.Date(2026, 3, 29, 11, 59, 59, 0, time.UTC),
+		TaskID:    "task-002",
+		ContextID: "ctx-001",
+		Submitted: conformance.Time().Add(-time.Second),
 	}
 	renderExample(func(o *render.Output) render.Renderer {
 		return a2av1.NewStream(o, "req-1", p, json.RawMessage(`7`), 0)
 	}, exampleFrames(), 0)
 	// Output:
 	// 200 text/event-stream
-	// data: {"jsonrpc":"2.0","id":7,"result":{"task":{"id":"task-1","contextId":"ctx-1","status":{"state":"TASK_STATE_SUBMITTED","timestamp":"2026-03-29T11:59:59Z"}}}}
+	// data: {"jsonrpc":"2.0","id":7,"result":{"task":{"id":"task-002","contextId":"ctx-001","status":{"state":"TASK_STATE_SUBMITTED","timestamp":"2025-01-23T10:29:59Z"}}}}
 	//
 	// id: 0
-	// data: {"jsonrpc":"2.0","id":7,"result":{"artifactUpdate":{"artifact":{"artifactId":"chatcmpl-1","parts":[{"text":"Hello"}]},"contextId":"ctx-1","taskId":"task-1","metadata":{"llm_response_id":"chatcmpl-1","object_type":"chat.completion.chunk","tag":""}}}}
+	// data: {"jsonrpc":"2.0","id":7,"result":{"artifactUpdate":{"artifact":{"artifactId":"chatcmpl-1","parts":[{"text":"Hello"}]},"contextId":"ctx-001","taskId":"task-002","metadata":{"llm_response_id":"chatcmpl-1","object_type":"chat.completion.chunk","tag":""}}}}
 	//
 	// id: 1
-	// data: {"jsonrpc":"2.0","id":7,"result":{"artifactUpdate":{"append":true,"artifact":{"artifactId":"chatcmpl-1","parts":[{"text":" world"}]},"contextId":"ctx-1","taskId":"task-1","metadata":{"llm_response_id":"chatcmpl-1","object_type":"chat.completion.chunk","tag":""}}}}
+	// data: {"jsonrpc":"2.0","id":7,"result":{"artifactUpdate":{"append":true,"artifact":{"artifactId":"chatcmpl-1","parts":[{"text":" world"}]},"contextId":"ctx-001","taskId":"task-002","metadata":{"llm_response_id":"chatcmpl-1","object_type":"chat.completion.chunk","tag":""}}}}
 	//
 	// id: 2
-	// data: {"jsonrpc":"2.0","id":7,"result":{"statusUpdate":{"contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED","timestamp":"2026-03-29T12:00:02Z"},"taskId":"task-1"}}}
+	// data: {"jsonrpc":"2.0","id":7,"result":{"statusUpdate":{"contextId":"ctx-001","status":{"state":"TASK_STATE_COMPLETED","timestamp":"2025-01-23T10:30:02Z"},"taskId":"task-002"}}}
 }
 
 // NewRESTStream is the same stream for the HTTP+JSON binding's
@@ -133,14 +114,14 @@ func ExampleNewStream() {
 // resume point are given to Prime, not written, so that the result is not
 // sent again as an artifact.
 func ExampleNewRESTStream() {
-	p := a2amap.Params{TaskID: "task-1", ContextID: "ctx-1"}
+	p := a2amap.Params{TaskID: "task-002", ContextID: "ctx-001"}
 	renderExample(func(o *render.Output) render.Renderer {
 		return a2av1.NewRESTStream(o, "req-1", p, 2)
 	}, exampleFrames(), 2)
 	// Output:
 	// 200 text/event-stream
 	// id: 2
-	// data: {"statusUpdate":{"contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED","timestamp":"2026-03-29T12:00:02Z"},"taskId":"task-1"}}
+	// data: {"statusUpdate":{"contextId":"ctx-001","status":{"state":"TASK_STATE_COMPLETED","timestamp":"2025-01-23T10:30:02Z"},"taskId":"task-002"}}
 }
 
 // Error maps the pipeline's errors to the JSON-RPC errors of A2A v1.0's

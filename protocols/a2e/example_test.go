@@ -3,68 +3,29 @@ package a2e_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
-	"strconv"
-	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/render"
 )
 
-// exampleFrame returns frame seq of request req-1, written at 12:00:<seq>
-// on 29 March 2026.
-func exampleFrame(seq int64, kind, status string, final bool, body any) *e2a.Response {
-	return &e2a.Response{
-		ProtocolVersion: e2a.ProtocolVersion,
-		ResponseID:      "rsp-" + strconv.FormatInt(seq, 10),
-		RequestID:       "req-1",
-		Sequence:        seq,
-		IsFinal:         final,
-		Status:          status,
-		ResponseKind:    kind,
-		Timestamp:       e2a.FormatTime(time.Date(2026, 3, 29, 12, 0, int(seq), 0, time.UTC)),
-		Provenance:      e2a.Provenance{SourceProtocol: e2a.SourceA2E},
-		Body:            e2a.MarshalBody(body),
-	}
-}
-
-// exampleChunk is exampleFrame of an in-progress e2a.chunk.
-func exampleChunk(seq int64, deltaKind string, delta any) *e2a.Response {
-	return exampleFrame(seq, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: deltaKind, Delta: delta})
-}
-
 // renderExample renders frames with the A2E renderer of the request p
-// describes, as egress drives it (Start, each frame, End), and prints the
-// NDJSON answer.
+// describes (conformance.RenderFrames: Start, then each frame; the End
+// egress calls next writes nothing after a final frame), and prints the
+// Content-Type and the NDJSON answer.
 func renderExample(p a2e.Params, frames ...*e2a.Response) {
-	rec := httptest.NewRecorder()
-	o := render.NewOutput(rec, 0)
-	r := a2e.NewRenderer(o, p)
-	if err := r.Start(); err != nil {
+	var out *render.Output // the response rendered to, for its Content-Type
+	body, err := conformance.RenderFrames(func(o *render.Output) render.Renderer {
+		out = o
+		return a2e.NewRenderer(o, p)
+	}, frames, false)
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, f := range frames {
-		raw, err := json.Marshal(f)
-		if err != nil {
-			panic(err)
-		}
-		if err := r.Frame(&render.Frame{Response: f, Raw: raw}); err != nil {
-			fmt.Println(err)
-			return
-		}
-	}
-	if err := r.End(nil); err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := o.Flush(); err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
-	fmt.Print(rec.Body.String())
+	fmt.Println(out.Header().Get("Content-Type"))
+	fmt.Print(string(body))
 }
 
 // NewRenderer answers an A2E request (here a tool/call/req of id a1b2c3)
@@ -76,15 +37,15 @@ func renderExample(p a2e.Params, frames ...*e2a.Response) {
 // ts, in Unix seconds.
 func ExampleNewRenderer() {
 	renderExample(a2e.Params{ReqID: "a1b2c3", ReqType: "tool/call/req"},
-		exampleChunk(0, e2a.DeltaReasoning, "Looking up the file."),
-		exampleChunk(1, e2a.DeltaText, "Found 3 files"),
-		exampleFrame(2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"files": 3}}),
+		conformance.Chunk("req-1", 0, e2a.DeltaReasoning, "Looking up the file.", ""),
+		conformance.Chunk("req-1", 1, e2a.DeltaText, "Found 3 files", ""),
+		conformance.Frame("req-1", 2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"files": 3}}, nil),
 	)
 	// Output:
-	// 200 application/x-ndjson
-	// {"a2e":"1.0","id":"rsp0","type":"invoke/event","version":"1.0","ts":1774785600,"req_id":"a1b2c3","kind":"log","data":{"level":"thought","text":"Looking up the file."},"seq":0}
-	// {"a2e":"1.0","id":"rsp1","type":"invoke/event","version":"1.0","ts":1774785601,"req_id":"a1b2c3","kind":"progress","data":{"text":"Found 3 files"},"seq":1}
-	// {"a2e":"1.0","id":"rsp2","type":"tool/call/resp","version":"1.0","ts":1774785602,"req_id":"a1b2c3","result":{"files":3}}
+	// application/x-ndjson
+	// {"a2e":"1.0","id":"rspreq10","type":"invoke/event","version":"1.0","ts":1737628200,"req_id":"a1b2c3","kind":"log","data":{"level":"thought","text":"Looking up the file."},"seq":0}
+	// {"a2e":"1.0","id":"rspreq11","type":"invoke/event","version":"1.0","ts":1737628201,"req_id":"a1b2c3","kind":"progress","data":{"text":"Found 3 files"},"seq":1}
+	// {"a2e":"1.0","id":"rspreq12","type":"tool/call/resp","version":"1.0","ts":1737628202,"req_id":"a1b2c3","result":{"files":3}}
 }
 
 // A request that fails ends with an error line instead of the response:
@@ -92,16 +53,16 @@ func ExampleNewRenderer() {
 // the capability namespace of the request's type (tool of tool/call/req).
 func ExampleNewRenderer_error() {
 	renderExample(a2e.Params{ReqID: "a1b2c3", ReqType: "tool/call/req"},
-		exampleChunk(0, e2a.DeltaText, "Working"),
-		exampleFrame(1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{
+		conformance.Chunk("req-1", 0, e2a.DeltaText, "Working", ""),
+		conformance.Frame("req-1", 1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{
 			Code: e2a.ErrCodeDeadlineExceeded, Message: "the agent did not answer in time",
 			Details: map[string]any{"timeout_s": 30}, Retryable: true,
-		}),
+		}, nil),
 	)
 	// Output:
-	// 200 application/x-ndjson
-	// {"a2e":"1.0","id":"rsp0","type":"invoke/event","version":"1.0","ts":1774785600,"req_id":"a1b2c3","kind":"progress","data":{"text":"Working"},"seq":0}
-	// {"a2e":"1.0","id":"rsp1","type":"error","version":"1.0","ts":1774785601,"req_id":"a1b2c3","code":"deadline_exceeded","message":"the agent did not answer in time","detail":{"timeout_s":30},"retryable":true,"capability_name":"tool"}
+	// application/x-ndjson
+	// {"a2e":"1.0","id":"rspreq10","type":"invoke/event","version":"1.0","ts":1737628200,"req_id":"a1b2c3","kind":"progress","data":{"text":"Working"},"seq":0}
+	// {"a2e":"1.0","id":"rspreq11","type":"error","version":"1.0","ts":1737628201,"req_id":"a1b2c3","code":"deadline_exceeded","message":"the agent did not answer in time","detail":{"timeout_s":30},"retryable":true,"capability_name":"tool"}
 }
 
 // NewError builds an error line of the front door's own (a request it

@@ -3,47 +3,24 @@ package acp_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
-	"strconv"
-	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/acp"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/render"
 )
 
-// exampleFrame returns frame seq of request req-1 (ACP session sess-1),
-// written at 12:00:<seq> on 29 March 2026.
-func exampleFrame(seq int64, kind, status string, final bool, body any) *e2a.Response {
-	return &e2a.Response{
-		ProtocolVersion: e2a.ProtocolVersion,
-		ResponseID:      "rsp-" + strconv.FormatInt(seq, 10),
-		RequestID:       "req-1",
-		Sequence:        seq,
-		IsFinal:         final,
-		Status:          status,
-		ResponseKind:    kind,
-		Timestamp:       e2a.FormatTime(time.Date(2026, 3, 29, 12, 0, int(seq), 0, time.UTC)),
-		Provenance:      e2a.Provenance{SourceProtocol: e2a.SourceACP},
-		Body:            e2a.MarshalBody(body),
-		SessionID:       "sess-1",
-	}
-}
-
-// exampleChunk is exampleFrame of an in-progress e2a.chunk.
-func exampleChunk(seq int64, deltaKind string, delta any) *e2a.Response {
-	return exampleFrame(seq, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: deltaKind, Delta: delta})
-}
-
-// exampleTurn is a turn with a tool call: the agent's reasoning, a call of
-// get_weather and its result, the answer's text and the final frame.
+// exampleTurn is a turn of request req-1 with a tool call, its frames as
+// the conformance scenarios build them (session s1, one second apart from
+// conformance.Time): the agent's reasoning, a call of get_weather and its
+// result, the answer's text and the final frame.
 func exampleTurn() []*e2a.Response {
 	return []*e2a.Response{
-		exampleChunk(0, e2a.DeltaReasoning, "Let me check the weather."),
-		exampleChunk(1, e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionCall, ID: "call_1", Name: "get_weather", Args: `{"city":"Paris"}`}),
-		exampleChunk(2, e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionResponse, ID: "call_1", Name: "get_weather", Response: `{"temp":"18°C"}`}),
-		exampleChunk(3, e2a.DeltaText, "It is 18°C in Paris."),
-		exampleFrame(4, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "It is 18°C in Paris."}}),
+		conformance.Chunk("req-1", 0, e2a.DeltaReasoning, "Let me check the weather.", ""),
+		conformance.Chunk("req-1", 1, e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionCall, ID: "call_1", Name: "get_weather", Args: `{"city":"Paris"}`}, ""),
+		conformance.Chunk("req-1", 2, e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionResponse, ID: "call_1", Name: "get_weather", Response: `{"temp":"18°C"}`}, ""),
+		conformance.Chunk("req-1", 3, e2a.DeltaText, "It is 18°C in Paris.", ""),
+		conformance.Frame("req-1", 4, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "It is 18°C in Paris."}}, nil),
 	}
 }
 
@@ -85,39 +62,25 @@ func ExampleUpdates() {
 // {stopReason}, one message per line (NDJSON; Params.SSE frames each as
 // an SSE event instead).
 func ExampleNewRenderer() {
-	rec := httptest.NewRecorder()
-	o := render.NewOutput(rec, 0)
-	r := acp.NewRenderer(o, acp.Params{JSONRPCID: json.RawMessage(`3`), SessionID: "sess-1"})
-	if err := r.Start(); err != nil {
+	// RenderFrames: Start, then each frame (the End egress calls next
+	// writes nothing after a final frame).
+	var out *render.Output // the response rendered to, for its Content-Type
+	body, err := conformance.RenderFrames(func(o *render.Output) render.Renderer {
+		out = o
+		return acp.NewRenderer(o, acp.Params{JSONRPCID: json.RawMessage(`3`), SessionID: "s1"})
+	}, exampleTurn(), false)
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, f := range exampleTurn() {
-		raw, err := json.Marshal(f)
-		if err != nil {
-			panic(err)
-		}
-		if err := r.Frame(&render.Frame{Response: f, Raw: raw}); err != nil {
-			fmt.Println(err)
-			return
-		}
-	}
-	if err := r.End(nil); err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := o.Flush(); err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
-	fmt.Print(rec.Body.String())
+	fmt.Println(out.Header().Get("Content-Type"))
+	fmt.Print(string(body))
 	// Output:
-	// 200 application/x-ndjson
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"content":{"text":"Let me check the weather.","type":"text"},"sessionUpdate":"agent_thought_chunk"}}}
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"kind":"other","rawInput":{"city":"Paris"},"sessionUpdate":"tool_call","status":"in_progress","title":"get_weather","toolCallId":"call_1"}}}
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"rawOutput":"{\"temp\":\"18°C\"}","sessionUpdate":"tool_call_update","status":"completed","toolCallId":"call_1"}}}
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"content":{"text":"It is 18°C in Paris.","type":"text"},"sessionUpdate":"agent_message_chunk"}}}
+	// application/x-ndjson
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"content":{"text":"Let me check the weather.","type":"text"},"sessionUpdate":"agent_thought_chunk"}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"kind":"other","rawInput":{"city":"Paris"},"sessionUpdate":"tool_call","status":"in_progress","title":"get_weather","toolCallId":"call_1"}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"rawOutput":"{\"temp\":\"18°C\"}","sessionUpdate":"tool_call_update","status":"completed","toolCallId":"call_1"}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"content":{"text":"It is 18°C in Paris.","type":"text"},"sessionUpdate":"agent_message_chunk"}}}
 	// {"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}
 }
 
@@ -128,9 +91,9 @@ func ExampleNewRenderer() {
 func ExampleFinal() {
 	id := json.RawMessage(`3`)
 	for _, f := range []*e2a.Response{
-		exampleFrame(1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{}),
-		exampleFrame(1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: e2a.ErrCodeCancelled, Message: "cancelled by the client"}),
-		exampleFrame(1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: e2a.ErrCodeDeadlineExceeded, Message: "the agent did not answer in time", Retryable: true}),
+		conformance.Frame("req-1", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{}, nil),
+		conformance.Frame("req-1", 1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: e2a.ErrCodeCancelled, Message: "cancelled by the client"}, nil),
+		conformance.Frame("req-1", 1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: e2a.ErrCodeDeadlineExceeded, Message: "the agent did not answer in time", Retryable: true}, nil),
 	} {
 		b, err := json.Marshal(acp.Final(f, id))
 		if err != nil {

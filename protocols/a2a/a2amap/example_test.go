@@ -3,38 +3,14 @@ package a2amap_test
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
-
-// exampleFrame returns frame seq of request req-1 (task task-1, context
-// ctx-1), written at 12:00:<seq> on 29 March 2026.
-func exampleFrame(seq int64, kind, status string, final bool, body any) *e2a.Response {
-	return &e2a.Response{
-		ProtocolVersion: e2a.ProtocolVersion,
-		ResponseID:      "rsp-" + strconv.FormatInt(seq, 10),
-		RequestID:       "req-1",
-		Sequence:        seq,
-		IsFinal:         final,
-		Status:          status,
-		ResponseKind:    kind,
-		Timestamp:       e2a.FormatTime(time.Date(2026, 3, 29, 12, 0, int(seq), 0, time.UTC)),
-		Provenance:      e2a.Provenance{SourceProtocol: e2a.SourceE2A},
-		Body:            e2a.MarshalBody(body),
-		TaskID:          "task-1",
-		ContextID:       "ctx-1",
-	}
-}
-
-// exampleText is exampleFrame of an in-progress text chunk.
-func exampleText(seq int64, text string) *e2a.Response {
-	return exampleFrame(seq, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: text})
-}
 
 // A Mapper turns the frames of one request, in order, into the A2A v1.0
 // events of its stream: text chunks into artifact-updates of one
@@ -44,8 +20,8 @@ func exampleText(seq int64, text string) *e2a.Response {
 // id. Each event is printed as the v1.0
 // StreamResponse a client reads (proto JSON names).
 func ExampleMapper() {
-	m := a2amap.NewStreamMapper("req-1", a2amap.Params{TaskID: "task-1", ContextID: "ctx-1"}, 0)
-	submitted := time.Date(2026, 3, 29, 11, 59, 59, 0, time.UTC)
+	m := a2amap.NewStreamMapper("req-1", a2amap.Params{TaskID: "task-002", ContextID: "ctx-001"}, 0)
+	submitted := conformance.Time().Add(-time.Second)
 	show := func(ev a2a.Event) {
 		b, err := json.Marshal(a2a.StreamResponse{Event: ev})
 		if err != nil {
@@ -56,9 +32,9 @@ func ExampleMapper() {
 	show(m.StatusUpdate(a2a.TaskStateSubmitted, &submitted, nil))
 
 	frames := []*e2a.Response{
-		exampleText(0, "Hello"),
-		exampleText(1, " world"),
-		exampleFrame(2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "Hello world"}}),
+		conformance.Chunk("req-1", 0, e2a.DeltaText, "Hello", ""),
+		conformance.Chunk("req-1", 1, e2a.DeltaText, " world", ""),
+		conformance.Frame("req-1", 2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "Hello world"}}, nil),
 	}
 	for _, f := range frames {
 		evs, err := m.Events(f)
@@ -71,10 +47,10 @@ func ExampleMapper() {
 		}
 	}
 	// Output:
-	// {"statusUpdate":{"contextId":"ctx-1","status":{"state":"TASK_STATE_SUBMITTED","timestamp":"2026-03-29T11:59:59Z"},"taskId":"task-1"}}
-	// {"artifactUpdate":{"artifact":{"artifactId":"rsp-0","parts":[{"text":"Hello"}]},"contextId":"ctx-1","taskId":"task-1","metadata":{"llm_response_id":"rsp-0","object_type":"chat.completion.chunk","tag":""}}}
-	// {"artifactUpdate":{"append":true,"artifact":{"artifactId":"rsp-0","parts":[{"text":" world"}]},"contextId":"ctx-1","taskId":"task-1","metadata":{"llm_response_id":"rsp-0","object_type":"chat.completion.chunk","tag":""}}}
-	// {"statusUpdate":{"contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED","timestamp":"2026-03-29T12:00:02Z"},"taskId":"task-1"}}
+	// {"statusUpdate":{"contextId":"ctx-001","status":{"state":"TASK_STATE_SUBMITTED","timestamp":"2025-01-23T10:29:59Z"},"taskId":"task-002"}}
+	// {"artifactUpdate":{"artifact":{"artifactId":"rsp-req-1-0","parts":[{"text":"Hello"}]},"contextId":"ctx-001","taskId":"task-002","metadata":{"llm_response_id":"rsp-req-1-0","object_type":"chat.completion.chunk","tag":""}}}
+	// {"artifactUpdate":{"append":true,"artifact":{"artifactId":"rsp-req-1-0","parts":[{"text":" world"}]},"contextId":"ctx-001","taskId":"task-002","metadata":{"llm_response_id":"rsp-req-1-0","object_type":"chat.completion.chunk","tag":""}}}
+	// {"statusUpdate":{"contextId":"ctx-001","status":{"state":"TASK_STATE_COMPLETED","timestamp":"2025-01-23T10:30:02Z"},"taskId":"task-002"}}
 }
 
 // An Aggregator assembles the frames of a blocking call (A2A v1.0
@@ -85,9 +61,9 @@ func ExampleMapper() {
 func ExampleAggregator() {
 	agg := a2amap.NewAggregator("req-1", a2amap.Params{})
 	for _, f := range []*e2a.Response{
-		exampleText(0, "Hello"),
-		exampleText(1, " world"),
-		exampleFrame(2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{}),
+		conformance.Chunk("req-1", 0, e2a.DeltaText, "Hello", ""),
+		conformance.Chunk("req-1", 1, e2a.DeltaText, " world", ""),
+		conformance.Frame("req-1", 2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{}, nil),
 	} {
 		if err := agg.Add(f); err != nil {
 			fmt.Println(err)
@@ -108,25 +84,25 @@ func ExampleAggregator() {
 	// A request that failed is answered with its Task, in state failed,
 	// the error's message as the status message.
 	agg = a2amap.NewAggregator("req-1", a2amap.Params{})
-	agg.Add(exampleText(0, "Hel"))
-	agg.Add(exampleFrame(1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: e2a.ErrCodeHandlerError, Message: "tool crashed"}))
+	agg.Add(conformance.Chunk("req-1", 0, e2a.DeltaText, "Hel", ""))
+	agg.Add(conformance.Frame("req-1", 1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: e2a.ErrCodeHandlerError, Message: "tool crashed"}, nil))
 	b, _ = json.Marshal(a2a.StreamResponse{Event: agg.Result(nil)})
 	fmt.Println("failed:", string(b))
 	// Output:
-	// v1.0: {"message":{"messageId":"rsp-0","contextId":"ctx-1","metadata":{"llm_response_id":"rsp-0","object_type":"chat.completion","tag":""},"parts":[{"text":"Hello world"}],"role":"ROLE_AGENT"}}
-	// v0.3: {"kind":"message","messageId":"rsp-0","contextId":"ctx-1","metadata":{"llm_response_id":"rsp-0","object_type":"chat.completion","tag":""},"parts":[{"kind":"text","text":"Hello world"}],"role":"agent"}
-	// failed: {"task":{"id":"task-1","contextId":"ctx-1","history":[{"messageId":"rsp-0","contextId":"ctx-1","metadata":{"llm_response_id":"rsp-0","object_type":"chat.completion","tag":""},"parts":[{"text":"Hel"}],"role":"ROLE_AGENT","taskId":"task-1"}],"status":{"message":{"messageId":"rsp-1","contextId":"ctx-1","metadata":{"error":{"code":"handler_error","message":"tool crashed","retryable":false}},"parts":[{"text":"tool crashed"}],"role":"ROLE_AGENT","taskId":"task-1"},"state":"TASK_STATE_FAILED","timestamp":"2026-03-29T12:00:01Z"}}}
+	// v1.0: {"message":{"messageId":"rsp-req-1-0","contextId":"ctx-001","metadata":{"llm_response_id":"rsp-req-1-0","object_type":"chat.completion","tag":""},"parts":[{"text":"Hello world"}],"role":"ROLE_AGENT"}}
+	// v0.3: {"kind":"message","messageId":"rsp-req-1-0","contextId":"ctx-001","metadata":{"llm_response_id":"rsp-req-1-0","object_type":"chat.completion","tag":""},"parts":[{"kind":"text","text":"Hello world"}],"role":"agent"}
+	// failed: {"task":{"id":"task-002","contextId":"ctx-001","history":[{"messageId":"rsp-req-1-0","contextId":"ctx-001","metadata":{"llm_response_id":"rsp-req-1-0","object_type":"chat.completion","tag":""},"parts":[{"text":"Hel"}],"role":"ROLE_AGENT","taskId":"task-002"}],"status":{"message":{"messageId":"rsp-req-1-1","contextId":"ctx-001","metadata":{"error":{"code":"handler_error","message":"tool crashed","retryable":false}},"parts":[{"text":"tool crashed"}],"role":"ROLE_AGENT","taskId":"task-002"},"state":"TASK_STATE_FAILED","timestamp":"2025-01-23T10:30:01Z"}}}
 }
 
 // FinalOutcome reads how a final frame ends a request, as every protocol's
 // renderer reads it: the A2A task state, and for a failure the pipeline's
 // error code, message and whether a retry may succeed.
 func ExampleFinalOutcome() {
-	done := exampleFrame(3, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "42"})
-	failed := exampleFrame(3, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{
+	done := conformance.Frame("req-1", 3, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "42"}, nil)
+	failed := conformance.Frame("req-1", 3, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{
 		Code: e2a.ErrCodeDeadlineExceeded, Message: "the agent did not answer in time", Retryable: true,
-	})
-	asked := exampleFrame(3, e2a.KindA2AStreamEvent, e2a.StatusSucceeded, true, e2a.InterruptBody(e2a.StateInputRequired, "Which city?"))
+	}, nil)
+	asked := conformance.Frame("req-1", 3, e2a.KindA2AStreamEvent, e2a.StatusSucceeded, true, e2a.InterruptBody(e2a.StateInputRequired, "Which city?"), nil)
 
 	for _, f := range []*e2a.Response{done, failed, asked} {
 		o := a2amap.FinalOutcome(f)
