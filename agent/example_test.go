@@ -38,31 +38,23 @@ func Example() {
 	})
 
 	// An embedded JetStream server with the pipeline's streams.
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
+	defer mem.Close()
 
 	// Serve the pool until ctx is done.
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- agent.Run(ctx, nc, "shout", shout) }()
+	go func() { done <- agent.Run(ctx, mem.Conn, "shout", shout) }()
 
 	// Follow the live frames, then send a request.
 	live, _ := subjects.Live("req-1")
-	frames, _ := nc.SubscribeSync(live)
+	frames, _ := mem.Conn.SubscribeSync(live)
 	req, _ := subjects.Request("shout", "req-1")
 	body, _ := json.Marshal(e2a.Envelope{RequestID: "req-1", IsStream: true, Params: map[string]any{"text": "hello from the pipeline"}})
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: req, Data: body}, jetstream.WithMsgID("req-1")); err != nil {
+	if _, err := mem.JetStream.PublishMsg(ctx, &nats.Msg{Subject: req, Data: body}, jetstream.WithMsgID("req-1")); err != nil {
 		panic(err)
 	}
 	var text strings.Builder

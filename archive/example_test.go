@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -16,24 +15,19 @@ import (
 // An archiver runs beside the pipeline; a Reader finds what it stored by
 // E2A_AUDIT sequence.
 func ExampleRun() {
-	srv, _ := streams.StartEmbedded(streams.EmbeddedOptions{})
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cfg := streams.DefaultConfig()
-	cfg.RequestsMaxBytes = 64 << 20
-	if _, err := streams.Apply(ctx, js, cfg); err != nil {
+	mem, err := streams.StartInMemory(ctx)
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	defer mem.Close()
 	// A request as ingress stores it; E2A_AUDIT copies it.
 	m := nats.NewMsg("e2a.req.demo.req-1")
 	m.Header.Set(subjects.HeaderRequestID, "req-1")
 	m.Data = []byte(`{"request_id":"req-1","method":"chat","params":{"text":"hello"}}`)
-	if _, err := js.PublishMsg(ctx, m); err != nil {
+	if _, err := mem.JetStream.PublishMsg(ctx, m); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -41,9 +35,9 @@ func ExampleRun() {
 	actx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- archive.Run(actx, nc, archive.WithFlushInterval(50*time.Millisecond)) }()
+	go func() { done <- archive.Run(actx, mem.Conn, archive.WithFlushInterval(50*time.Millisecond)) }()
 
-	r, _ := archive.NewReader(nc)
+	r, _ := archive.NewReader(mem.Conn)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for sp, _ := r.Span(ctx); sp.Empty || !sp.Exists; sp, _ = r.Span(ctx) {

@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -87,19 +85,11 @@ func Example() {
 	defer service.Close()
 
 	// An embedded JetStream server with the pipeline's streams.
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
+	defer mem.Close()
 
 	// The bridge: the service's client with its credentials, and
 	// bridge.New around the upstream (retries bounded to 10 ms here,
@@ -115,11 +105,11 @@ func Example() {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- agent.Run(ctx, nc, "words", h, agent.WithCoalesce(0, 0)) }()
+	go func() { done <- agent.Run(ctx, mem.Conn, "words", h, agent.WithCoalesce(0, 0)) }()
 
 	// Send each request, then read its frames in order: egress.Replay
 	// waits for those not written yet and returns after the final one.
-	pub := ingress.NewPublisher(js, 10*time.Second)
+	pub := ingress.NewPublisher(mem.JetStream, 10*time.Second)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, req := range []struct{ id, text string }{{"req-1", "hello from the bridge"}, {"req-2", "forbidden"}} {
@@ -127,7 +117,7 @@ func Example() {
 		if _, err := pub.Publish(ctx, "words", env); err != nil {
 			panic(err)
 		}
-		if err := egress.Replay(rctx, nc, req.id, 0, printFrame); err != nil {
+		if err := egress.Replay(rctx, mem.Conn, req.id, 0, printFrame); err != nil {
 			panic(err)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -24,18 +23,8 @@ import (
 // request requestID to that pool and returns the connection and a function
 // that stops it all.
 func startPipeline(requestID string, words ...string) (*nats.Conn, func()) {
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
-		panic(err)
-	}
-	nc, err := srv.Connect()
-	if err != nil {
-		panic(err)
-	}
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
 		panic(err)
 	}
 
@@ -52,17 +41,16 @@ func startPipeline(requestID string, words ...string) (*nats.Conn, func()) {
 	done := make(chan error)
 	// Coalescing off: every Chunk is a frame of its own, so the frames
 	// printed below do not depend on timing.
-	go func() { done <- agent.Run(ctx, nc, "echo", echo, agent.WithCoalesce(0, 0)) }()
+	go func() { done <- agent.Run(ctx, mem.Conn, "echo", echo, agent.WithCoalesce(0, 0)) }()
 
 	env := &e2a.Envelope{RequestID: requestID, IsStream: true, Params: map[string]any{"words": words}}
-	if _, err := ingress.NewPublisher(js, 10*time.Second).Publish(ctx, "echo", env); err != nil {
+	if _, err := ingress.NewPublisher(mem.JetStream, 10*time.Second).Publish(ctx, "echo", env); err != nil {
 		panic(err)
 	}
-	return nc, func() {
+	return mem.Conn, func() {
 		stop()
 		<-done
-		nc.Close()
-		srv.Shutdown()
+		mem.Close()
 	}
 }
 

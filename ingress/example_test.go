@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -20,23 +18,15 @@ import (
 // nothing new: Accepted.Duplicate is true and the sequence is the first
 // publish's, so a client may retry a publish without making two requests.
 func ExamplePublisher_Publish() {
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
+	defer mem.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	pub := ingress.NewPublisher(js, 5*time.Second)
+	pub := ingress.NewPublisher(mem.JetStream, 5*time.Second)
 	env := &e2a.Envelope{RequestID: "req-1", Params: map[string]any{"text": "hello"}}
 	first, err := pub.Publish(ctx, "shout", env)
 	if err != nil {

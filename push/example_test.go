@@ -17,8 +17,6 @@ import (
 	"time"
 
 	a2a "github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -27,30 +25,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
-// startNATS starts an embedded JetStream server with the pipeline's
-// streams (in memory) and returns a connection to it and a function that
-// stops both.
-func startNATS() (*nats.Conn, func()) {
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
-	if err != nil {
-		panic(err)
-	}
-	nc, err := srv.Connect()
-	if err != nil {
-		panic(err)
-	}
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
-	return nc, func() {
-		nc.Close()
-		srv.Shutdown()
-	}
-}
-
 // The A2A layers keep a task's push notification configs in a Store,
 // always on behalf of the caller's principal. Create checks the webhook
 // URL (https, or a host of the allow-list, here the loopback address of
@@ -58,12 +32,15 @@ func startNATS() (*nats.Conn, func()) {
 // principal's configs back, and another principal's config is not found,
 // exactly like one that does not exist.
 func ExampleStore() {
-	nc, stop := startNATS()
-	defer stop()
+	mem, err := streams.StartInMemory(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	defer mem.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	store, err := push.NewStore(ctx, nc, push.WithAllowHosts("127.0.0.1"))
+	store, err := push.NewStore(ctx, mem.Conn, push.WithAllowHosts("127.0.0.1"))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -123,8 +100,11 @@ func ExampleStore() {
 // config's token. Delivery is at least once: a receiver drops duplicates
 // by their E2A-Event-Id, the same on every attempt.
 func ExampleRun() {
-	nc, stop := startNATS()
-	defer stop()
+	mem, err := streams.StartInMemory(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	defer mem.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -155,7 +135,7 @@ func ExampleRun() {
 
 	// The task's config, stored before the turn is published so that the
 	// turn's first update is delivered.
-	store, err := push.NewStore(ctx, nc, push.WithAllowHosts("127.0.0.1"))
+	store, err := push.NewStore(ctx, mem.Conn, push.WithAllowHosts("127.0.0.1"))
 	if err != nil {
 		panic(err)
 	}
@@ -168,7 +148,7 @@ func ExampleRun() {
 	runCtx, stopRun := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := push.Run(runCtx, nc, push.WithAllowHosts("127.0.0.1")); err != nil {
+		if err := push.Run(runCtx, mem.Conn, push.WithAllowHosts("127.0.0.1")); err != nil {
 			fmt.Println("Run:", err)
 		}
 	})
@@ -180,17 +160,16 @@ func ExampleRun() {
 		}
 		return w.Complete(nil)
 	})
-	wg.Go(func() { _ = agent.Run(runCtx, nc, "echo", echo, agent.WithCoalesce(0, 0)) })
+	wg.Go(func() { _ = agent.Run(runCtx, mem.Conn, "echo", echo, agent.WithCoalesce(0, 0)) })
 
 	// A turn of alice's task task-1, published as a front door does.
-	js, _ := jetstream.New(nc)
 	env := &e2a.Envelope{
 		RequestID: "req-1", Method: "message/stream", IsStream: true,
 		UserID: "alice", TaskID: "task-1", ContextID: "ctx-1",
 		Params:     map[string]any{"text": "hello world"},
 		Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceE2A},
 	}
-	if _, err := ingress.NewPublisher(js, 10*time.Second).Publish(ctx, "echo", env); err != nil {
+	if _, err := ingress.NewPublisher(mem.JetStream, 10*time.Second).Publish(ctx, "echo", env); err != nil {
 		panic(err)
 	}
 

@@ -7,8 +7,6 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -180,19 +178,11 @@ func (l *lines) PassThrough() bool { return true }
 // End before Start, in the format's own error shape.
 func ExampleRenderer() {
 	// An embedded JetStream server with the pipeline's streams.
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
+	defer mem.Close()
 
 	// The agent pool "echo" answers each word of params.words as a text
 	// chunk, then completes (coalescing off: one frame per chunk).
@@ -207,13 +197,13 @@ func ExampleRenderer() {
 	})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- agent.Run(ctx, nc, "echo", echo, agent.WithCoalesce(0, 0)) }()
+	go func() { done <- agent.Run(ctx, mem.Conn, "echo", echo, agent.WithCoalesce(0, 0)) }()
 	env := &e2a.Envelope{RequestID: "req-lines", IsStream: true, Params: map[string]any{"words": []string{"Hello", " world"}}}
-	if _, err := ingress.NewPublisher(js, 10*time.Second).Publish(ctx, "echo", env); err != nil {
+	if _, err := ingress.NewPublisher(mem.JetStream, 10*time.Second).Publish(ctx, "echo", env); err != nil {
 		panic(err)
 	}
 
-	eg, err := egress.New(nc, egress.WithWaitLimits(10*time.Second, 10*time.Second))
+	eg, err := egress.New(mem.Conn, egress.WithWaitLimits(10*time.Second, 10*time.Second))
 	if err != nil {
 		panic(err)
 	}

@@ -12,6 +12,9 @@
 //     found.
 //   - StartEmbedded: an in-process JetStream server (single node or a node of
 //     an in-process cluster) that always listens on a loopback TCP port.
+//   - StartInMemory: such a server with the streams and buckets applied in
+//     memory storage, and a connection to it, in one call: what a test or
+//     an example of an agent of one's own runs on.
 //   - Connect: a connection to an external NATS cluster from ConnConfig.
 //   - ConnEvents: a connection's events (lost, restored, a subscription
 //     dropping messages, a permissions violation) logged as structured lines

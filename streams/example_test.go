@@ -66,30 +66,51 @@ func ExampleApply() {
 	// updated [MaxAge: 24h0m0s -> 48h0m0s]
 }
 
-func ExampleDirectGetBatch() {
-	srv, _ := streams.StartEmbedded(streams.EmbeddedOptions{})
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+// StartInMemory is the pipeline's layout on an embedded server, in
+// memory: what a test or an example of an agent of one's own runs on, in
+// one call. Here a request published on its subject is stored in
+// E2A_REQUESTS.
+func ExampleStartInMemory() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cfg := streams.DefaultConfig()
-	cfg.RequestsMaxBytes = 64 << 20
-	if _, err := streams.Apply(ctx, js, cfg); err != nil {
+	mem, err := streams.StartInMemory(ctx)
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	defer mem.Close() // the connection, then the server
+
+	subj, _ := subjects.Request("shout", "req-1")
+	ack, err := mem.JetStream.Publish(ctx, subj, []byte(`{"request_id":"req-1"}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, _ := mem.JetStream.Stream(ctx, ack.Stream)
+	info := s.CachedInfo()
+	fmt.Println(ack.Stream, ack.Sequence, info.Config.Storage, info.Config.MaxBytes>>20, "MiB")
+	// Output: E2A_REQUESTS 1 Memory 64 MiB
+}
+
+func ExampleDirectGetBatch() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mem, err := streams.StartInMemory(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mem.Close()
 
 	subj, _ := subjects.Response("req-42")
 	for i := range 5 {
-		_, _ = js.Publish(ctx, subj, fmt.Appendf(nil, "frame %d", i))
+		_, _ = mem.JetStream.Publish(ctx, subj, fmt.Appendf(nil, "frame %d", i))
 	}
 
 	// Read the frames two at a time, resuming after the last one read.
 	var from uint64
 	for {
-		msgs, more, err := streams.DirectGetBatch(ctx, nc, streams.ResponsesStream, subj, from, 2)
+		msgs, more, err := streams.DirectGetBatch(ctx, mem.Conn, streams.ResponsesStream, subj, from, 2)
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -102,7 +123,7 @@ func ExampleDirectGetBatch() {
 		}
 		from = msgs[len(msgs)-1].Seq + 1
 	}
-	last, _ := streams.LastBySubject(ctx, nc, streams.ResponsesStream, subj)
+	last, _ := streams.LastBySubject(ctx, mem.Conn, streams.ResponsesStream, subj)
 	fmt.Println("last:", last.Seq)
 	// Output:
 	// 1 frame 0
@@ -144,29 +165,24 @@ func ExampleConnConfig() {
 // replica answers); when that finds none, the stream leader's answer is
 // the one to trust before calling the request unknown.
 func ExampleLeaderLastBySubject() {
-	srv, _ := streams.StartEmbedded(streams.EmbeddedOptions{})
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cfg := streams.DefaultConfig()
-	cfg.RequestsMaxBytes = 64 << 20
-	if _, err := streams.Apply(ctx, js, cfg); err != nil {
+	mem, err := streams.StartInMemory(ctx)
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	defer mem.Close()
 	subj, _ := subjects.Request("demo", "req-42")
-	if _, err := js.Publish(ctx, subj, []byte(`{"request_id":"req-42"}`)); err != nil {
+	if _, err := mem.JetStream.Publish(ctx, subj, []byte(`{"request_id":"req-42"}`)); err != nil {
 		fmt.Println(err)
 		return
 	}
 	anyPool, _ := subjects.RequestAnyPool("req-42")
-	m, err := streams.LeaderLastBySubject(ctx, nc, streams.RequestsStream, anyPool)
+	m, err := streams.LeaderLastBySubject(ctx, mem.Conn, streams.RequestsStream, anyPool)
 	fmt.Println(m.Subject, m.Seq, string(m.Data), err)
 	unknown, _ := subjects.RequestAnyPool("req-43")
-	_, err = streams.LeaderLastBySubject(ctx, nc, streams.RequestsStream, unknown)
+	_, err = streams.LeaderLastBySubject(ctx, mem.Conn, streams.RequestsStream, unknown)
 	fmt.Println(errors.Is(err, streams.ErrNoMessages))
 	// Output:
 	// e2a.req.demo.req-42 1 {"request_id":"req-42"} <nil>

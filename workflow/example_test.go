@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
@@ -139,35 +137,27 @@ func ExampleAPI() {
 	defer api.Close()
 
 	// An embedded JetStream server with the pipeline's streams.
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
+	defer mem.Close()
 
 	// The workflow pool: one executor serving it until ctx is done.
 	exec := workflow.New(workflow.Options{Policy: policy})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- agent.Run(ctx, nc, workflow.Pool, exec) }()
+	go func() { done <- agent.Run(ctx, mem.Conn, workflow.Pool, exec) }()
 
 	// The REST API, mounted on a mux (ingress mounts it on its own).
-	pub := ingress.NewPublisher(js, 10*time.Second)
+	pub := ingress.NewPublisher(mem.JetStream, 10*time.Second)
 	rest := &workflow.API{
 		Executor: exec,
 		Submitter: submitFunc(func(ctx context.Context, env *e2a.Envelope) error {
 			_, err := pub.Publish(ctx, workflow.Pool, env)
 			return err
 		}),
-		Frames: &workflow.StreamFrames{Conn: nc},
+		Frames: &workflow.StreamFrames{Conn: mem.Conn},
 	}
 	mux := http.NewServeMux()
 	rest.Register(mux)

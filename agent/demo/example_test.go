@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -22,25 +20,17 @@ import (
 // (params.ask), whose turn ends input-required with the agent's question.
 func ExampleNew() {
 	// An embedded JetStream server with the pipeline's streams.
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
+	defer mem.Close()
 
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- agent.Run(ctx, nc, "demo", demo.New()) }()
+	go func() { done <- agent.Run(ctx, mem.Conn, "demo", demo.New()) }()
 
-	pub := ingress.NewPublisher(js, 10*time.Second)
+	pub := ingress.NewPublisher(mem.JetStream, 10*time.Second)
 	for _, env := range []*e2a.Envelope{
 		{RequestID: "req-1", IsStream: true, Params: map[string]any{"text": "hello", "frames": 2}},
 		{RequestID: "req-2", IsStream: true, Params: map[string]any{"text": "the weather", "ask": "input"}},
@@ -50,7 +40,7 @@ func ExampleNew() {
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		// Each frame in order; Replay returns after the final one.
-		err := egress.Replay(rctx, nc, env.RequestID, 0, func(fr render.Frame) error {
+		err := egress.Replay(rctx, mem.Conn, env.RequestID, 0, func(fr render.Frame) error {
 			f := fr.Response
 			if c, err := f.Chunk(); err == nil {
 				delta, _ := json.Marshal(c.Delta)

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/httpagent"
@@ -49,19 +47,11 @@ func Example() {
 	defer echo.Close()
 
 	// An embedded JetStream server with the pipeline's streams.
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
+	defer mem.Close()
 
 	// The bridge: a client of the agent's URL, the conversations store
 	// (each POST carries the session's earlier turns as "history"), and
@@ -70,7 +60,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	convs, err := bridge.OpenConversations(context.Background(), js, cfg)
+	convs, err := bridge.OpenConversations(context.Background(), mem.JetStream, mem.Config)
 	if err != nil {
 		panic(err)
 	}
@@ -86,18 +76,18 @@ func Example() {
 	// Serve the pool until ctx is done.
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- agent.Run(ctx, nc, "echo", h) }()
+	go func() { done <- agent.Run(ctx, mem.Conn, "echo", h) }()
 
 	// Send a request, then read its frames in order: egress.Replay waits
 	// for those not written yet and returns after the final one.
 	env := &e2a.Envelope{RequestID: "req-1", IsStream: true, Params: map[string]any{"text": "hello from the pipeline"}}
-	if _, err := ingress.NewPublisher(js, 10*time.Second).Publish(ctx, "echo", env); err != nil {
+	if _, err := ingress.NewPublisher(mem.JetStream, 10*time.Second).Publish(ctx, "echo", env); err != nil {
 		panic(err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var text strings.Builder
-	err = egress.Replay(rctx, nc, "req-1", 0, func(fr render.Frame) error {
+	err = egress.Replay(rctx, mem.Conn, "req-1", 0, func(fr render.Frame) error {
 		f := fr.Response
 		if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaText {
 			text.WriteString(c.Delta.(string))

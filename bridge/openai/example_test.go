@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
@@ -53,19 +51,11 @@ func Example() {
 	defer model.Close()
 
 	// An embedded JetStream server with the pipeline's streams.
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
+	defer mem.Close()
 
 	// The bridge: a client of the model server's API base, the model, the
 	// conversations store (earlier turns of a session are sent along), and
@@ -74,7 +64,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	convs, err := bridge.OpenConversations(context.Background(), js, cfg)
+	convs, err := bridge.OpenConversations(context.Background(), mem.JetStream, mem.Config)
 	if err != nil {
 		panic(err)
 	}
@@ -90,18 +80,18 @@ func Example() {
 	// Serve the pool until ctx is done.
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- agent.Run(ctx, nc, "chat", h) }()
+	go func() { done <- agent.Run(ctx, mem.Conn, "chat", h) }()
 
 	// Send a request, then read its frames in order: egress.Replay waits
 	// for those not written yet and returns after the final one.
 	env := &e2a.Envelope{RequestID: "req-1", IsStream: true, Params: map[string]any{"text": "What is the capital of France?"}}
-	if _, err := ingress.NewPublisher(js, 10*time.Second).Publish(ctx, "chat", env); err != nil {
+	if _, err := ingress.NewPublisher(mem.JetStream, 10*time.Second).Publish(ctx, "chat", env); err != nil {
 		panic(err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var text strings.Builder
-	err = egress.Replay(rctx, nc, "req-1", 0, func(fr render.Frame) error {
+	err = egress.Replay(rctx, mem.Conn, "req-1", 0, func(fr render.Frame) error {
 		f := fr.Response
 		if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaText {
 			text.WriteString(c.Delta.(string))

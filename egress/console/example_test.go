@@ -47,19 +47,11 @@ func awaitRecords(ctx context.Context, js jetstream.JetStream, cfg streams.Confi
 // envelope with the secrets removed, and the command that replays it.
 func Example() {
 	// An embedded JetStream server with the pipeline's streams.
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
+	defer mem.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -74,22 +66,22 @@ func Example() {
 	})
 	runCtx, stopAgent := context.WithCancel(ctx)
 	done := make(chan error)
-	go func() { done <- agent.Run(runCtx, nc, "echo", echo, agent.WithCoalesce(0, 0)) }()
+	go func() { done <- agent.Run(runCtx, mem.Conn, "echo", echo, agent.WithCoalesce(0, 0)) }()
 
 	// Egress serves the frames; the console runs its indexer beside it.
-	eg, err := egress.New(nc)
+	eg, err := egress.New(mem.Conn)
 	if err != nil {
 		panic(err)
 	}
 	defer eg.Close()
-	con, err := console.New(ctx, nc, eg, console.WithStreamsConfig(cfg))
+	con, err := console.New(ctx, mem.Conn, eg, console.WithStreamsConfig(mem.Config))
 	if err != nil {
 		panic(err)
 	}
 	defer con.Close()
 
 	// Two requests, each read to its final frame.
-	pub := ingress.NewPublisher(js, 10*time.Second)
+	pub := ingress.NewPublisher(mem.JetStream, 10*time.Second)
 	for _, env := range []*e2a.Envelope{
 		{RequestID: "req-alice-1", UserID: "alice", TaskID: "task-a", IsStream: true,
 			Params: map[string]any{"text": "hello from alice", "api_key": "sk-live-0123456789"}},
@@ -98,11 +90,11 @@ func Example() {
 		if _, err := pub.Publish(ctx, "echo", env); err != nil {
 			panic(err)
 		}
-		if err := egress.Replay(ctx, nc, env.RequestID, 0, func(render.Frame) error { return nil }); err != nil {
+		if err := egress.Replay(ctx, mem.Conn, env.RequestID, 0, func(render.Frame) error { return nil }); err != nil {
 			panic(err)
 		}
 	}
-	if err := awaitRecords(ctx, js, cfg, 2); err != nil {
+	if err := awaitRecords(ctx, mem.JetStream, mem.Config, 2); err != nil {
 		panic(err)
 	}
 

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -96,19 +94,11 @@ func helloDoor(h host.Host) []host.Route {
 // as NDJSON frames.
 func ExampleRoutesFunc() {
 	// An embedded JetStream server with the pipeline's streams.
-	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	mem, err := streams.StartInMemory(context.Background())
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cfg := streams.DefaultConfig()
-	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
-	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
-		panic(err)
-	}
+	defer mem.Close()
 
 	// The agent pool "shout": the text's words in capitals.
 	shout := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
@@ -121,7 +111,7 @@ func ExampleRoutesFunc() {
 	})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- agent.Run(ctx, nc, "shout", shout, agent.WithCoalesce(0, 0)) }()
+	go func() { done <- agent.Run(ctx, mem.Conn, "shout", shout, agent.WithCoalesce(0, 0)) }()
 
 	// The protocol registered beside the pipeline's (its answers are
 	// E2A's format, so it declares no format of its own), and ingress
@@ -131,11 +121,11 @@ func ExampleRoutesFunc() {
 	if err != nil {
 		panic(err) // e.g. a name or a path another protocol has
 	}
-	eg, err := egress.New(nc)
+	eg, err := egress.New(mem.Conn)
 	if err != nil {
 		panic(err)
 	}
-	in, err := ingress.New(nc, eg, ingress.WithProtocols(reg))
+	in, err := ingress.New(mem.Conn, eg, ingress.WithProtocols(reg))
 	if err != nil {
 		panic(err)
 	}
