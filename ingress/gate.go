@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
@@ -77,11 +76,7 @@ func (s *Server) streamSlot(p Principal) (func(), *failure) {
 	if s.opts.streams == nil {
 		return func() {}, nil
 	}
-	key := p.UserID
-	if key == "" {
-		key = "anonymous"
-	}
-	release, ok := s.opts.streams.AcquireStream(key)
+	release, ok := s.opts.streams.AcquireStream(countedAs(p))
 	if !ok {
 		return nil, &failure{Status: http.StatusTooManyRequests, Code: "too_many_streams",
 			Message: "too many concurrent streams for this principal", Retryable: true, RPCCode: jsonrpc.CodeRateLimited,
@@ -133,10 +128,7 @@ func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n 
 	if s.opts.limiter == nil {
 		return nil, false
 	}
-	key := p.UserID
-	if key == "" {
-		key = "anonymous"
-	}
+	key := countedAs(p)
 	// A batch's elements are charged all or none: a refused batch ran
 	// nothing (it cost the elements that fitted before the limit), and
 	// its answer carries what is left after all of them.
@@ -163,11 +155,30 @@ func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n 
 		// whose errors carry it as a detail (A2A v1.0's RetryInfo) reads
 		// it there, and a header set on another writer never reaches it.
 		return &failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
-			Message:   msg + strconv.Itoa(d.Limit) + " requests per " + d.Window,
+			Message:   msg + d.limitText(),
 			Retryable: true, RPCCode: jsonrpc.CodeRateLimited, Data: d.ExceededBody(),
 			RetryAfter: time.Duration(d.retryAfterSeconds()) * time.Second}, false
 	}
 	return nil, false
+}
+
+// chargeBytes counts a request of n bytes p had stored against p's budget
+// of request bytes (Limiter.ChargeBytes), which the gate's next decision
+// for p reads.
+func (s *Server) chargeBytes(p Principal, n int64) {
+	if s.opts.limiter == nil {
+		return
+	}
+	s.opts.limiter.ChargeBytes(countedAs(p), n)
+}
+
+// countedAs is the principal p is counted as by the rate limits and the
+// stream slots: its user id, "anonymous" for none.
+func countedAs(p Principal) string {
+	if p.UserID == "" {
+		return DefaultAnonymousPrincipal
+	}
+	return p.UserID
 }
 
 // stdioGate is the gate of a message read on stdio, charged n requests of

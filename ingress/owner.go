@@ -134,6 +134,7 @@ func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env
 	acc.Warning = warning
 	if err == nil && !acc.Duplicate {
 		s.metrics.accepted.WithLabelValues(acceptedProtocol(env)).Inc()
+		s.chargeBytes(p, acc.size)
 	}
 	if err != nil || !acc.Duplicate {
 		return acc, err

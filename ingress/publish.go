@@ -33,6 +33,10 @@ type Accepted struct {
 	// Warning is set when the request was accepted for a pool with no live
 	// worker (the pool check): it waits until one starts.
 	Warning string
+	// size is the stored message's size, headers included (what the
+	// principal's budget of request bytes is charged); 0 when nothing was
+	// stored.
+	size int64
 }
 
 // Publisher publishes normalized envelopes durably. It is safe for
@@ -212,10 +216,9 @@ func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Enve
 	// The connected server's max_payload (learnt again at each reconnect;
 	// every server of a cluster must have the same): a larger message can
 	// never be published, whatever the retries.
-	if limit := p.js.Conn().MaxPayload(); limit > 0 {
-		if size := streams.MessageSize(msg); size > limit {
-			return Accepted{}, fmt.Errorf("%w: the envelope is %d bytes with its headers; the NATS server takes at most %d (max_payload)", ErrTooLarge, size, limit)
-		}
+	size := streams.MessageSize(msg)
+	if limit := p.js.Conn().MaxPayload(); limit > 0 && size > limit {
+		return Accepted{}, fmt.Errorf("%w: the envelope is %d bytes with its headers; the NATS server takes at most %d (max_payload)", ErrTooLarge, size, limit)
 	}
 	ack, err := publishRetry(ctx, p.js.Conn(), msg, p.timeout)
 	if err != nil {
@@ -235,7 +238,11 @@ func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Enve
 		}
 		return Accepted{}, fmt.Errorf("%w: %v", ErrBackpressure, err)
 	}
-	return Accepted{RequestID: env.RequestID, Pool: pool, StreamSeq: ack.Seq, Duplicate: ack.Duplicate}, nil
+	acc = Accepted{RequestID: env.RequestID, Pool: pool, StreamSeq: ack.Seq, Duplicate: ack.Duplicate}
+	if !ack.Duplicate {
+		acc.size = int64(size)
+	}
+	return acc, nil
 }
 
 // publishRetry is streams.PublishWithin with the retries

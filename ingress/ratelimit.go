@@ -94,10 +94,24 @@ var windowSizes = [3]int64{60, 3600, 86400}
 var windowNames = [3]string{WindowMinute, WindowHour, WindowDay}
 
 // RateLimits are the limits of a principal. 0 (or less) disables a window.
+//
+// The Bytes limits are a budget of request bytes per window: the size of
+// the requests the principal had stored in E2A_REQUESTS (each message with
+// its headers, as the stream counts it; a duplicate stores nothing). A
+// request's size is known only once it is read and published, after the
+// admission, so a request is refused once the bytes already stored in the
+// window reach the budget: the request that crosses it is admitted whole,
+// and the budget is exceeded by at most the requests in flight at that
+// moment. Like the request limits, an exhausted budget refuses every call
+// of the principal until its window resets, reads included.
 type RateLimits struct {
 	PerMinute int `json:"requests_per_minute"`
 	PerHour   int `json:"requests_per_hour"`
 	PerDay    int `json:"requests_per_day"`
+
+	BytesPerMinute int64 `json:"request_bytes_per_minute,omitempty"`
+	BytesPerHour   int64 `json:"request_bytes_per_hour,omitempty"`
+	BytesPerDay    int64 `json:"request_bytes_per_day,omitempty"`
 }
 
 // DefaultRateLimits returns 60/minute, 1000/hour, 10000/day.
@@ -107,7 +121,23 @@ func DefaultRateLimits() RateLimits {
 
 func (r RateLimits) arr() [3]int { return [3]int{r.PerMinute, r.PerHour, r.PerDay} }
 
-func (r RateLimits) disabled() bool { return r.PerMinute <= 0 && r.PerHour <= 0 && r.PerDay <= 0 }
+func (r RateLimits) bytesArr() [3]int64 {
+	return [3]int64{r.BytesPerMinute, r.BytesPerHour, r.BytesPerDay}
+}
+
+func (r RateLimits) disabled() bool {
+	return r.PerMinute <= 0 && r.PerHour <= 0 && r.PerDay <= 0 && !r.countsBytes()
+}
+
+// countsBytes reports whether a budget of request bytes applies.
+func (r RateLimits) countsBytes() bool {
+	return r.BytesPerMinute > 0 || r.BytesPerHour > 0 || r.BytesPerDay > 0
+}
+
+// negative reports whether any limit is negative.
+func (r RateLimits) negative() bool {
+	return r.PerMinute < 0 || r.PerHour < 0 || r.PerDay < 0 || r.BytesPerMinute < 0 || r.BytesPerHour < 0 || r.BytesPerDay < 0
+}
 
 // LimiterConfig configures a Limiter. Zero durations take the defaults.
 type LimiterConfig struct {
@@ -148,17 +178,25 @@ type Decision struct {
 	// Degraded is true when the decision was taken by the local fallback
 	// because the shared KV was unavailable.
 	Degraded bool
+	// Bytes is true when the refusal is the budget of request bytes's
+	// (RateLimits.BytesPerMinute…): Limit is then that budget in bytes and
+	// Remaining 0. An allowed decision always describes a request limit.
+	Bytes bool
 }
 
 // SetHeaders sets X-RateLimit-Limit, X-RateLimit-Remaining and
 // X-RateLimit-Reset (Unix seconds), and Retry-After (seconds) when refused.
-// It sets nothing when no limit applies.
+// It sets nothing when no limit applies. A refusal of the budget of
+// request bytes (Bytes) sets X-RateLimit-Reset and Retry-After only: the
+// other two count requests, and its body says the budget.
 func (d Decision) SetHeaders(h http.Header) {
 	if d.Window == "" {
 		return
 	}
-	h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
-	h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
+	if !d.Bytes {
+		h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
+	}
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
 	if !d.Allowed {
 		h.Set("Retry-After", strconv.Itoa(d.retryAfterSeconds()))
@@ -188,10 +226,20 @@ type RateLimitExceeded struct {
 func (d Decision) ExceededBody() RateLimitExceeded {
 	return RateLimitExceeded{
 		Error:      "Rate limit exceeded",
-		Message:    fmt.Sprintf("Rate limit exceeded: %d requests per %s", d.Limit, d.Window),
+		Message:    "Rate limit exceeded: " + d.limitText(),
 		RetryAfter: d.retryAfterSeconds(),
 		Retryable:  true,
 	}
+}
+
+// limitText is the refusing limit in words: "60 requests per minute",
+// "1048576 request bytes per hour".
+func (d Decision) limitText() string {
+	unit := " requests per "
+	if d.Bytes {
+		unit = " request bytes per "
+	}
+	return strconv.Itoa(d.Limit) + unit + d.Window
 }
 
 // RPCError returns the JSON-RPC error for a refused decision: code
@@ -221,8 +269,28 @@ type RateLimitStatus struct {
 	Degraded  bool             `json:"degraded,omitempty"`
 }
 
-// rlState is the value of a principal's key: per window [index, count].
-type rlState [3][2]int64
+// rlState is the value of a principal's key: per window [index, count,
+// bytes]. A value written before the budget of bytes ([index, count]) reads
+// as no bytes.
+type rlState [3][3]int64
+
+// addBytes counts n request bytes in s at t (Unix seconds): in each
+// window's current index, or in a later one another replica's clock
+// wrote.
+func (s *rlState) addBytes(t, n int64) {
+	if n <= 0 {
+		return
+	}
+	for i := range windowSizes {
+		idx := floorDiv(t, windowSizes[i])
+		switch {
+		case s[i][0] >= idx:
+			s[i][2] += n
+		default:
+			s[i] = [3]int64{idx, 0, n}
+		}
+	}
+}
 
 // rlEntry is this replica's view of a principal.
 type rlEntry struct {
@@ -230,6 +298,10 @@ type rlEntry struct {
 	state rlState
 	rev   uint64 // KV revision state was read or written at; 0: none
 	fresh bool   // state/rev are believed current: try Update without a read
+	// pending are the request bytes charged here (ChargeBytes) and not yet
+	// written to the KV: they are in state too, and are counted again in a
+	// state read from the KV, until a write of this replica carries them.
+	pending int64
 }
 
 // Limiter enforces RateLimits per principal. It is safe for concurrent use;
@@ -348,6 +420,7 @@ func (l *Limiter) pruneLocked() {
 func decide(s rlState, now time.Time, limits RateLimits, k int) (Decision, rlState) {
 	t := now.Unix()
 	lim := limits.arr()
+	blim := limits.bytesArr()
 	var next rlState
 	var d Decision
 	d.Allowed = true
@@ -356,18 +429,22 @@ func decide(s rlState, now time.Time, limits RateLimits, k int) (Decision, rlSta
 	var worstExceededReset int64 = -1
 	for i := range windowSizes {
 		idx := floorDiv(t, windowSizes[i])
-		n := int64(0)
-		switch {
-		case s[i][0] > idx: // another replica's clock is ahead: adopt its window
-			idx, n = s[i][0], s[i][1]
-		case s[i][0] == idx:
-			n = s[i][1]
+		n, b := int64(0), int64(0)
+		if s[i][0] >= idx { // another replica's clock may be ahead: adopt its window
+			idx, n, b = s[i][0], s[i][1], s[i][2]
 		}
-		next[i] = [2]int64{idx, n + int64(k)}
+		next[i] = [3]int64{idx, n + int64(k), b}
+		reset := (idx + 1) * windowSizes[i]
+		if blim[i] > 0 && b >= blim[i] && reset > worstExceededReset {
+			// The budget of bytes is spent: refused whatever the request
+			// limits say (b counts what is stored; this request's own
+			// size is not known yet).
+			worstExceededReset = reset
+			d = Decision{Allowed: false, Window: windowNames[i], Limit: int(blim[i]), Reset: time.Unix(reset, 0), Bytes: true}
+		}
 		if lim[i] <= 0 {
 			continue
 		}
-		reset := (idx + 1) * windowSizes[i]
 		if n+int64(k) > int64(lim[i]) {
 			if reset > worstExceededReset {
 				worstExceededReset = reset
@@ -424,8 +501,10 @@ func (l *Limiter) AllowN(ctx context.Context, principal string, n int) (Decision
 	defer e.mu.Unlock()
 	now := l.now()
 
-	// Over a limit by the last known state (a lower bound): refuse at once.
-	if d, _ := decide(e.state, now, limits, n); !d.Allowed {
+	// Over a limit by the last known state (a lower bound): refuse at once,
+	// but write the bytes charged here first (other replicas then refuse
+	// too).
+	if d, _ := decide(e.state, now, limits, n); !d.Allowed && (e.pending == 0 || l.kv == nil || l.kvSkipped(now)) {
 		return d, nil
 	}
 	if l.kv == nil {
@@ -452,7 +531,10 @@ func (l *Limiter) AllowN(ctx context.Context, principal string, n int) (Decision
 		}
 		d, next := decide(e.state, now, limits, n)
 		if !d.Allowed {
-			return d, nil
+			if e.pending == 0 {
+				return d, nil
+			}
+			next = e.state // the bytes charged here written, no request counted
 		}
 		val, _ := json.Marshal(next)
 		var rev uint64
@@ -463,7 +545,7 @@ func (l *Limiter) AllowN(ctx context.Context, principal string, n int) (Decision
 			rev, err = l.kv.Update(opCtx, key, val, e.rev)
 		}
 		if err == nil {
-			e.state, e.rev, e.fresh = next, rev, true
+			e.state, e.rev, e.fresh, e.pending = next, rev, true, 0
 			return d, nil
 		}
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
@@ -493,22 +575,46 @@ func casBackoff(ctx context.Context, attempt int) error {
 	return sleepctx.Sleep(ctx, rand.N(ceiling))
 }
 
-// load reads the principal's key into e.
+// load reads the principal's key into e, with the bytes charged here and
+// not written yet (rlEntry.pending) counted again.
 func (l *Limiter) load(ctx context.Context, key string, e *rlEntry) error {
 	ent, err := l.kv.Get(ctx, key)
+	var s rlState
+	var rev uint64
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		e.state, e.rev, e.fresh = rlState{}, 0, true
-		return nil
 	case err != nil:
 		return err
+	default:
+		if json.Unmarshal(ent.Value(), &s) != nil {
+			s = rlState{} // unreadable value: start over, overwrite it at its revision
+		}
+		rev = ent.Revision()
 	}
-	var s rlState
-	if json.Unmarshal(ent.Value(), &s) != nil {
-		s = rlState{} // unreadable value: start over, overwrite it at its revision
+	if e.pending > 0 {
+		s.addBytes(l.now().Unix(), e.pending)
 	}
-	e.state, e.rev, e.fresh = s, ent.Revision(), true
+	e.state, e.rev, e.fresh = s, rev, true
 	return nil
+}
+
+// ChargeBytes counts n request bytes the principal had stored (a request
+// admitted by Allow, then published) against its budget of request bytes
+// (RateLimits.BytesPerMinute…); nothing when no budget applies to it. It
+// costs no KV round trip: the bytes are written with the principal's next
+// request on this replica (Allow's write), and refuse its requests here at
+// once when they spend the budget.
+func (l *Limiter) ChargeBytes(principal string, n int64) {
+	if n <= 0 || !l.LimitsFor(principal).countsBytes() {
+		return
+	}
+	e := l.entry(rateLimitKey(principal))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.state.addBytes(l.now().Unix(), n)
+	if l.kv != nil {
+		e.pending += n
+	}
 }
 
 func (l *Limiter) kvSkipped(now time.Time) bool { return now.UnixNano() < l.downUntil.Load() }
@@ -538,8 +644,23 @@ func (l *Limiter) fallback(e *rlEntry, now time.Time, limits RateLimits, n int, 
 	return d, nil
 }
 
-// Status returns the limits, usage and remaining requests of principal
-// without counting a request. When the KV is unavailable it reports this
+// pendingBytes are the request bytes of the principal of key charged here
+// and not written to the KV yet (rlEntry.pending).
+func (l *Limiter) pendingBytes(key string) int64 {
+	l.mu.Lock()
+	e := l.entries[key]
+	l.mu.Unlock()
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pending
+}
+
+// Status returns the limits, usage and remaining requests (and request
+// bytes, where a budget of them applies) of principal without counting a
+// request. When the KV is unavailable it reports this
 // replica's last known state with Degraded set (fail-open), or returns an
 // error wrapping ErrRateLimitUnavailable (fail-closed).
 func (l *Limiter) Status(ctx context.Context, principal string) (RateLimitStatus, error) {
@@ -571,7 +692,9 @@ func (l *Limiter) Status(ctx context.Context, principal string) (RateLimitStatus
 		switch {
 		case err == nil:
 			_ = json.Unmarshal(ent.Value(), &s)
+			s.addBytes(now.Unix(), l.pendingBytes(key))
 		case errors.Is(err, jetstream.ErrKeyNotFound):
+			s.addBytes(now.Unix(), l.pendingBytes(key))
 		case ctx.Err() != nil:
 			return st, ctx.Err()
 		default:
@@ -596,20 +719,27 @@ func (l *Limiter) Status(ctx context.Context, principal string) (RateLimitStatus
 		st.Degraded = true
 	}
 	t := now.Unix()
+	blim := limits.bytesArr()
 	for i, lim := range limits.arr() {
-		if lim <= 0 {
-			continue
-		}
 		idx := floorDiv(t, windowSizes[i])
-		n := 0
+		n, b := 0, 0
 		if s[i][0] >= idx {
-			idx, n = s[i][0], int(s[i][1])
+			idx, n, b = s[i][0], int(s[i][1]), int(s[i][2])
 		}
 		name := windowNames[i]
-		st.Limits["requests_per_"+name] = lim
-		st.Usage["requests_last_"+name] = n
-		st.Remaining["requests_per_"+name] = max(lim-n, 0)
-		st.Reset["requests_per_"+name] = (idx + 1) * windowSizes[i]
+		reset := (idx + 1) * windowSizes[i]
+		if lim > 0 {
+			st.Limits["requests_per_"+name] = lim
+			st.Usage["requests_last_"+name] = n
+			st.Remaining["requests_per_"+name] = max(lim-n, 0)
+			st.Reset["requests_per_"+name] = reset
+		}
+		if bl := int(blim[i]); bl > 0 {
+			st.Limits["request_bytes_per_"+name] = bl
+			st.Usage["request_bytes_last_"+name] = b
+			st.Remaining["request_bytes_per_"+name] = max(bl-b, 0)
+			st.Reset["request_bytes_per_"+name] = reset
+		}
 	}
 	return st, nil
 }

@@ -30,11 +30,17 @@ func WithWorkflow(exec *workflow.Executor) Option {
 // minute, 1000 an hour, 10000 a day per principal), counted in the shared
 // E2A_RATELIMIT bucket; RateLimits{} turns them off. With WithLimiter the
 // workflow API counts against that limiter like every other endpoint, and
-// these limits are not used. Negative limits are ErrInvalidRateLimits.
+// these limits are not used. Negative limits are ErrInvalidRateLimits, and
+// so is a budget of request bytes (RateLimits.BytesPerMinute…): the
+// requests are published by the server, whose limiter (WithLimiter) is
+// what counts their bytes.
 func WithWorkflowRateLimits(l RateLimits) Option {
 	return func(o *options) error {
-		if l.PerMinute < 0 || l.PerHour < 0 || l.PerDay < 0 {
+		if l.negative() {
 			return fmt.Errorf("%w: %+v", ErrInvalidRateLimits, l)
+		}
+		if l.countsBytes() {
+			return fmt.Errorf("%w: a budget of request bytes is the server's limiter's (WithLimiter), not the workflow API's", ErrInvalidRateLimits)
 		}
 		o.workflowLimits = &l
 		return nil

@@ -121,6 +121,13 @@ type Config struct {
 	RateLimitPerMinute int `envconfig:"E2A_RATE_LIMIT_PER_MINUTE" default:"0"`
 	RateLimitPerHour   int `envconfig:"E2A_RATE_LIMIT_PER_HOUR" default:"0"`
 	RateLimitPerDay    int `envconfig:"E2A_RATE_LIMIT_PER_DAY" default:"0"`
+	// RateLimitBytesPerMinute, RateLimitBytesPerHour and
+	// RateLimitBytesPerDay are each principal's budget of request bytes
+	// stored in E2A_REQUESTS per window, across all replicas (0 = off;
+	// ingress.RateLimits).
+	RateLimitBytesPerMinute int64 `envconfig:"E2A_RATE_LIMIT_BYTES_PER_MINUTE" default:"0"`
+	RateLimitBytesPerHour   int64 `envconfig:"E2A_RATE_LIMIT_BYTES_PER_HOUR" default:"0"`
+	RateLimitBytesPerDay    int64 `envconfig:"E2A_RATE_LIMIT_BYTES_PER_DAY" default:"0"`
 	// MaxStreamsPerPrincipal bounds concurrent streams per principal per
 	// replica (0 = unbounded).
 	MaxStreamsPerPrincipal int `envconfig:"E2A_MAX_STREAMS_PER_PRINCIPAL" default:"0"`
@@ -265,6 +272,8 @@ func (c Config) checkLimits() error {
 	}{
 		{"E2A_RATE_LIMIT_PER_MINUTE", int64(c.RateLimitPerMinute)}, {"E2A_RATE_LIMIT_PER_HOUR", int64(c.RateLimitPerHour)},
 		{"E2A_RATE_LIMIT_PER_DAY", int64(c.RateLimitPerDay)}, {"E2A_MAX_STREAMS_PER_PRINCIPAL", int64(c.MaxStreamsPerPrincipal)},
+		{"E2A_RATE_LIMIT_BYTES_PER_MINUTE", c.RateLimitBytesPerMinute}, {"E2A_RATE_LIMIT_BYTES_PER_HOUR", c.RateLimitBytesPerHour},
+		{"E2A_RATE_LIMIT_BYTES_PER_DAY", c.RateLimitBytesPerDay},
 		{"E2A_UPSTREAM_CARD_REFRESH", int64(c.Upstream.CardRefresh)},
 	} {
 		if l.v < 0 {

@@ -241,7 +241,8 @@ func TestBadValuesNameVariable(t *testing.T) {
 // E2A_AGENT_ACK_WAIT or E2A_REPLICAS of the same kind are. It was accepted
 // and silently meant "off".
 func TestNegativeLimitsRefused(t *testing.T) {
-	for _, kv := range []string{"E2A_RATE_LIMIT_PER_MINUTE=-5", "E2A_MAX_STREAMS_PER_PRINCIPAL=-1", "E2A_UPSTREAM_CARD_REFRESH=-1m"} {
+	for _, kv := range []string{"E2A_RATE_LIMIT_PER_MINUTE=-5", "E2A_MAX_STREAMS_PER_PRINCIPAL=-1", "E2A_UPSTREAM_CARD_REFRESH=-1m",
+		"E2A_RATE_LIMIT_BYTES_PER_DAY=-1"} {
 		name, val, _ := strings.Cut(kv, "=")
 		t.Run(kv, func(t *testing.T) {
 			t.Setenv(name, val)
@@ -249,6 +250,22 @@ func TestNegativeLimitsRefused(t *testing.T) {
 				t.Errorf("%s accepted (taken as off)", kv)
 			}
 		})
+	}
+}
+
+// TestRateLimitBytesFromEnv: E2A_RATE_LIMIT_BYTES_PER_* alone turn the
+// limiter on (its bucket, /readyz's check of it) with the budget given.
+func TestRateLimitBytesFromEnv(t *testing.T) {
+	t.Setenv("E2A_RATE_LIMIT_BYTES_PER_HOUR", "104857600")
+	cfg, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rateLimited(cfg) {
+		t.Fatal("a budget of bytes alone does not turn the limiter on")
+	}
+	if l := cfg.rateLimits(); l.BytesPerHour != 100<<20 || l.BytesPerMinute != 0 || l.PerMinute != 0 {
+		t.Fatalf("limits: %+v", l)
 	}
 }
 

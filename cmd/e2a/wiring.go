@@ -114,7 +114,14 @@ func workflowOptions(log *slog.Logger) (workflow.Config, workflow.Options, error
 // rateLimited reports whether a rate limit is set: ingress then counts
 // every request in E2A_RATELIMIT, which its /readyz checks too.
 func rateLimited(cfg Config) bool {
-	return cfg.RateLimitPerMinute > 0 || cfg.RateLimitPerHour > 0 || cfg.RateLimitPerDay > 0
+	l := cfg.rateLimits()
+	return l.PerMinute > 0 || l.PerHour > 0 || l.PerDay > 0 || l.BytesPerMinute > 0 || l.BytesPerHour > 0 || l.BytesPerDay > 0
+}
+
+// rateLimits are the per-principal limits of E2A_RATE_LIMIT_*.
+func (c Config) rateLimits() ingress.RateLimits {
+	return ingress.RateLimits{PerMinute: c.RateLimitPerMinute, PerHour: c.RateLimitPerHour, PerDay: c.RateLimitPerDay,
+		BytesPerMinute: c.RateLimitBytesPerMinute, BytesPerHour: c.RateLimitBytesPerHour, BytesPerDay: c.RateLimitBytesPerDay}
 }
 
 // ingressOptions builds auth, rate limits and stream limits from the
@@ -133,7 +140,7 @@ func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, aut
 		opts = append(opts, ingress.WithPoolCheck(0))
 	}
 	if rateLimited(cfg) {
-		limits := ingress.RateLimits{PerMinute: cfg.RateLimitPerMinute, PerHour: cfg.RateLimitPerHour, PerDay: cfg.RateLimitPerDay}
+		limits := cfg.rateLimits()
 		kv, err := ingress.EnsureRateLimitBucket(ctx, js)
 		if err != nil {
 			return nil, err // includes a bucket whose TTL cannot hold the day window
