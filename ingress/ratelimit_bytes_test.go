@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -161,5 +162,41 @@ func TestRateLimitBytesAnswer(t *testing.T) {
 	free.ChargeBytes("alice", 1<<20)
 	if len(free.entries) != 0 {
 		t.Fatalf("entries kept without a budget: %d", len(free.entries))
+	}
+}
+
+// TestRateLimitBytesConcurrentReplicasExact: 16 clients on two replicas,
+// each admitted then charged 100 bytes, 5 times: however their writes
+// conflict, no byte is lost or counted twice once each replica has
+// written what it holds (one more admission each).
+func TestRateLimitBytesConcurrentReplicasExact(t *testing.T) {
+	s := rlRunServer(t)
+	clk := &rlClock{t: rlBase}
+	reps := rlReplicas(t, s, 2, LimiterConfig{Limits: RateLimits{BytesPerDay: 1 << 30}, OpTimeout: 5 * time.Second}, WithLimiterClock(clk.now),
+		WithLimiterErrorHook(func(err error) { t.Errorf("limiter fell back: %v", err) }))
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for range 5 {
+				d, err := reps[g%2].Allow(context.Background(), "hot")
+				if err != nil || !d.Allowed || d.Degraded {
+					t.Errorf("%+v %v", d, err)
+					return
+				}
+				reps[g%2].ChargeBytes("hot", 100)
+			}
+		})
+	}
+	wg.Wait()
+	for _, r := range reps {
+		if d, err := r.Allow(context.Background(), "hot"); err != nil || !d.Allowed {
+			t.Fatalf("%+v %v", d, err)
+		}
+	}
+	for i, r := range reps {
+		st, err := r.Status(context.Background(), "hot")
+		if err != nil || st.Usage["request_bytes_last_day"] != 16*5*100 {
+			t.Fatalf("replica %d: %+v %v, want %d bytes", i, st, err, 16*5*100)
+		}
 	}
 }
