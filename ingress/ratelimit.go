@@ -426,7 +426,7 @@ func decide(s rlState, now time.Time, limits RateLimits, k int) (Decision, rlSta
 	d.Allowed = true
 	best := -1
 	bestRemaining := 0
-	var worstExceededReset int64 = -1
+	var worstExceededReset int64
 	for i := range windowSizes {
 		idx := floorDiv(t, windowSizes[i])
 		n, b := int64(0), int64(0)
@@ -435,7 +435,7 @@ func decide(s rlState, now time.Time, limits RateLimits, k int) (Decision, rlSta
 		}
 		next[i] = [3]int64{idx, n + int64(k), b}
 		reset := (idx + 1) * windowSizes[i]
-		if blim[i] > 0 && b >= blim[i] && reset > worstExceededReset {
+		if blim[i] > 0 && b >= blim[i] && (d.Allowed || reset > worstExceededReset) {
 			// The budget of bytes is spent: refused whatever the request
 			// limits say (b counts what is stored; this request's own
 			// size is not known yet).
@@ -446,7 +446,7 @@ func decide(s rlState, now time.Time, limits RateLimits, k int) (Decision, rlSta
 			continue
 		}
 		if n+int64(k) > int64(lim[i]) {
-			if reset > worstExceededReset {
+			if d.Allowed || reset > worstExceededReset { // the first refusal, or the one that waits longest
 				worstExceededReset = reset
 				d = Decision{Allowed: false, Window: windowNames[i], Limit: lim[i], Remaining: max(0, lim[i]-int(n)), Reset: time.Unix(reset, 0)}
 			}

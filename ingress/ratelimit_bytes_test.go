@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -199,4 +200,39 @@ func TestRateLimitBytesConcurrentReplicasExact(t *testing.T) {
 			t.Fatalf("replica %d: %+v %v, want %d bytes", i, st, err, 16*5*100)
 		}
 	}
+}
+
+// FuzzRateLimitState: whatever a principal's KV value holds (another
+// replica's, an older build's, garbage), deciding on it and charging it
+// never panics, a refusal waits at least a second, and bytes charged up to
+// the minute's budget refuse the next request.
+func FuzzRateLimitState(f *testing.F) {
+	f.Add([]byte(`[[29462550,3,100],[491042,9,100],[20460,9,100]]`), int64(1767722430), 1, int64(50), int64(1000))
+	f.Add([]byte(`[[1,2],[3,4],[5,6]]`), int64(0), 3, int64(0), int64(1))
+	f.Add([]byte(`[[9223372036854775807,1,1],[0,0,0]]`), int64(-61), 0, int64(-5), int64(0))
+	f.Add([]byte(`{}`), int64(9223372036854775807), 2, int64(7), int64(7))
+	f.Fuzz(func(t *testing.T, val []byte, unix int64, k int, charge, budget int64) {
+		var s rlState
+		if json.Unmarshal(val, &s) != nil {
+			s = rlState{}
+		}
+		k = max(k%1000, 1)
+		now := time.Unix(unix, 0)
+		limits := RateLimits{PerMinute: 5, PerHour: 50, BytesPerMinute: budget}
+		if d, _ := decide(s, now, limits, k); !d.Allowed && d.RetryAfter < time.Second {
+			t.Fatalf("refused with a wait of %v: %+v", d.RetryAfter, d)
+		}
+		for i := range s {
+			if s[i][2] < 0 || s[i][2] > 1<<50 {
+				return // no overflow-free sum to check
+			}
+		}
+		if budget <= 0 || charge < budget || charge > 1<<50 {
+			return
+		}
+		s.addBytes(unix, charge)
+		if d, _ := decide(s, now, limits, k); d.Allowed {
+			t.Fatalf("%d bytes charged against a budget of %d, then admitted: %+v (state %v)", charge, budget, d, s)
+		}
+	})
 }
