@@ -393,7 +393,8 @@ func (l *Limiter) entry(key string) *rlEntry {
 }
 
 // pruneLocked drops entries whose every window is over, then, if still
-// full, arbitrary idle ones (their state is in the KV anyway).
+// full, arbitrary idle ones (their state is in the KV anyway, but for
+// request bytes charged here and not written yet, which are then lost).
 func (l *Limiter) pruneLocked() {
 	day := l.now().Unix() / windowSizes[2]
 	for k, e := range l.entries {
