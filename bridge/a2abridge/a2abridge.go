@@ -224,8 +224,9 @@ func restError(r *http.Response) bool {
 	return false
 }
 
-// resolveCard reads the card, as v1.0 and, when that gives no interface, as
-// v0.3.
+// resolveCard reads the card once and parses it as v1.0 and, when that
+// gives no interface, as v0.3. (It was read once per parser: a server that
+// hung kept the start waiting for twice the idle timeout.)
 func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) {
 	base := c.Base()
 	var path []agentcard.ResolveOption
@@ -234,24 +235,40 @@ func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) 
 		base.Path = ""
 	}
 	root := (&url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path}).String()
-	var lastErr error
-	for _, parser := range []agentcard.Parser{agentcard.DefaultCardParser, a2av0.NewAgentCardParser()} {
-		r := &agentcard.Resolver{Client: cardHTTP(c), CardParser: parser}
-		card, err := r.Resolve(ctx, root, path...)
-		if errors.Is(err, errCardTooLarge) {
-			return nil, fmt.Errorf("a2abridge: agent card of %s: %w", c.Name(),
-				&bridge.Error{Code: bridge.CodeProtocol, Message: errCardTooLarge.Error(), Err: err})
-		}
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		if len(card.SupportedInterfaces) > 0 {
-			return card, nil
-		}
-		lastErr = errors.New("the card names no interface")
+	r := &agentcard.Resolver{Client: cardHTTP(c), CardParser: parseEitherCard}
+	card, err := r.Resolve(ctx, root, path...)
+	switch {
+	case errors.Is(err, errCardTooLarge):
+		return nil, fmt.Errorf("a2abridge: agent card of %s: %w", c.Name(),
+			&bridge.Error{Code: bridge.CodeProtocol, Message: errCardTooLarge.Error(), Err: err})
+	case errors.Is(err, errNoInterface):
+		err = errNoInterface // its own words, without the resolver's "card parsing failed"
 	}
-	return nil, fmt.Errorf("a2abridge: agent card of %s: %w", c.Name(), bridge.Classify(lastErr))
+	if err != nil {
+		return nil, fmt.Errorf("a2abridge: agent card of %s: %w", c.Name(), bridge.Classify(err))
+	}
+	return card, nil
+}
+
+// errNoInterface: the card parses, as v1.0 or v0.3, but names no
+// interface.
+var errNoInterface = errors.New("the card names no interface")
+
+// parseEitherCard is the card in body as v1.0 when that names an
+// interface, else as v0.3 (a2a-go's compat parser) when that does;
+// otherwise the v0.3 parser's error, or errNoInterface.
+func parseEitherCard(body []byte) (*a2a.AgentCard, error) {
+	if card, err := agentcard.DefaultCardParser(body); err == nil && len(card.SupportedInterfaces) > 0 {
+		return card, nil
+	}
+	card, err := a2av0.NewAgentCardParser()(body)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(card.SupportedInterfaces) == 0:
+		return nil, errNoInterface
+	}
+	return card, nil
 }
 
 // Card is the agent's card as read at start.
