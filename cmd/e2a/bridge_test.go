@@ -60,31 +60,8 @@ func TestAgentBridgeArgs(t *testing.T) {
 // reaches the upstream as a bearer token and appears in neither process's
 // output.
 func TestAgentBridgeOpenAI(t *testing.T) {
-	fixture, err := os.ReadFile("../../bridge/openai/testdata/text.sse")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const key = "sk-test-4f9c2b1e77d0"
-	auth := make(chan string, 16)
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+key {
-			http.Error(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}`, http.StatusUnauthorized)
-			return
-		}
-		if r.URL.Path == "/v1/models" {
-			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"test-model","object":"model"}]}`)
-			return
-		}
-		if r.URL.Path != "/v1/chat/completions" {
-			http.NotFound(w, r)
-			return
-		}
-		auth <- r.Header.Get("Authorization")
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = w.Write(fixture)
-	}))
-	defer upstream.Close()
+	upstream, auth := openAIFixture(t, key)
 
 	devOut, devErr := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
 	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
@@ -148,12 +125,19 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 	if strings.Contains(string(b), key) {
 		t.Error("the API key is in the request's frames")
 	}
-	for _, ch := range []<-chan string{devErr, agentErr} {
+	noSecretInLines(t, key, devErr, agentErr)
+}
+
+// noSecretInLines fails t for each line the channels hold now (a
+// started process's output read so far) that contains secret.
+func noSecretInLines(t *testing.T, secret string, chans ...<-chan string) {
+	t.Helper()
+	for _, ch := range chans {
 		for done := false; !done; {
 			select {
 			case l := <-ch:
-				if strings.Contains(l, key) {
-					t.Errorf("the API key is in a log line: %s", l)
+				if strings.Contains(l, secret) {
+					t.Errorf("the secret is in an output line: %s", l)
 				}
 			default:
 				done = true
@@ -264,4 +248,40 @@ func TestAgentBridgeA2A(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "Lisbon") || !strings.Contains(string(b), `"e2a.complete"`) {
 		t.Errorf("answer %d: %s", resp.StatusCode, b)
 	}
+}
+
+// openAIFixture serves bridge/openai's recorded text stream (text.sse,
+// "Hello…") as an OpenAI-compatible server under /v1 that takes key alone
+// as its bearer token, with a model list; auth yields the Authorization
+// header of each chat completions call.
+func openAIFixture(t *testing.T, key string) (upstream *httptest.Server, auth <-chan string) {
+	t.Helper()
+	fixture, err := os.ReadFile("../../bridge/openai/testdata/text.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := make(chan string, 16)
+	upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}`, http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path == "/v1/models" {
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"test-model","object":"model"}]}`)
+			return
+		}
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		select {
+		case calls <- r.Header.Get("Authorization"):
+		default:
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(fixture)
+	}))
+	t.Cleanup(upstream.Close)
+	return upstream, calls
 }

@@ -21,6 +21,11 @@ type devPool struct {
 	// info, when set, is the pool's info (its profile: streaming,
 	// required extensions), published before its workers start.
 	info *bridge.PoolInfo
+	// what, when set, says what serves the pool in the start-up banner
+	// (a bridge: its upstream); opts are its agent.Run options beyond
+	// the process's.
+	what string
+	opts []agent.Option
 }
 
 // devPools are the built-in pools of `e2a dev`: the default pool
@@ -37,14 +42,34 @@ func devPools(defaultPool string) ([]devPool, error) {
 		return nil, err
 	}
 	info := tck.BasicPoolInfo()
-	full, basic := devPool{tck.Pool, t, nil}, devPool{tck.BasicPool, t, &info}
+	full, basic := devPool{name: tck.Pool, h: t}, devPool{name: tck.BasicPool, h: t, info: &info}
 	switch defaultPool {
 	case tck.Pool:
 		return []devPool{full, basic}, nil
 	case tck.BasicPool:
 		return []devPool{basic, full}, nil
 	}
-	return []devPool{{defaultPool, demo.New(), nil}, full, basic}, nil
+	return []devPool{{name: defaultPool, h: demo.New()}, full, basic}, nil
+}
+
+// devLayout is the pools of `e2a dev` and its default pool, with bridged
+// (`e2a dev --pool NAME --a2a|--openai|--http URL`; nil: none): the bridged
+// pool is the default one, first, and the demo agent serves "demo", unless
+// E2A_DEFAULT_POOL names another pool (defaultSet), which then stays the
+// default as without a bridge. A newcomer's `e2a dev --openai URL --model
+// M` thus answers /v1/requests, /a2a and the root card's endpoints with
+// the model.
+func devLayout(defaultPool string, defaultSet bool, bridged *devPool) ([]devPool, string, error) {
+	if bridged == nil {
+		pools, err := devPools(defaultPool)
+		return pools, defaultPool, err
+	}
+	if !defaultSet || defaultPool == bridged.name {
+		pools, err := devPools("demo")
+		return append([]devPool{*bridged}, pools...), bridged.name, err
+	}
+	pools, err := devPools(defaultPool)
+	return append(pools, *bridged), defaultPool, err
 }
 
 // publishDevPools publishes the info of the pools that have one (in
@@ -78,6 +103,9 @@ func poolsLine(pools []devPool) string {
 		what := "demo"
 		if _, ok := p.h.(*tck.Agent); ok {
 			what = "A2A TCK scenarios"
+		}
+		if p.what != "" {
+			what = p.what
 		}
 		if p.info != nil && !p.info.Streaming {
 			what += ", no streaming"

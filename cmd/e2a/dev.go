@@ -37,7 +37,13 @@ import (
 // the streams, and serves ingress, egress and the demo agent in one process.
 func runDev(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	var df devBridgeFlags
+	df.register(fs)
 	if err := parseFlags(fs, args, 0); err != nil {
+		return err
+	}
+	up, err := df.upstream(fs, cfg)
+	if err != nil {
 		return err
 	}
 	log, err := processLogger(cfg)
@@ -81,6 +87,10 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	pools, err := df.pools(ctx, js, &cfg, up, reg, log)
+	if err != nil {
+		return err
+	}
 	wf, err := newWorkflowExecutor(ctx, js, cfg, log)
 	if err != nil {
 		return err
@@ -90,10 +100,6 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	srv, err := newHTTP(ctx, &cfg, nc, reg, log, cfg.DefaultPool, append(pushAPI, ingress.WithWorkflow(wf))...)
-	if err != nil {
-		return err
-	}
-	pools, err := devPools(cfg.DefaultPool)
 	if err != nil {
 		return err
 	}
@@ -146,7 +152,7 @@ func startDevStages(ctx context.Context, nc *nats.Conn, cfg Config, pools []devP
 	}
 	for _, p := range pools {
 		go func() {
-			done <- agent.Run(ctx, nc, p.name, p.h, append(cfg.agentOptions(), agent.WithMetrics(reg), agent.WithLogger(log))...)
+			done <- agent.Run(ctx, nc, p.name, p.h, append(append(cfg.agentOptions(), p.opts...), agent.WithMetrics(reg), agent.WithLogger(log))...)
 		}()
 	}
 	go func() {

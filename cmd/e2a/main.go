@@ -18,6 +18,8 @@ var usage = `e2a — the E2A Pipeline
 
 Usage:
   e2a dev                   run everything in one process on an embedded JetStream server
+  e2a dev --a2a URL | --openai URL --model M | --http URL
+                            the same, with an existing agent as its default pool ("agent", or --pool NAME)
   e2a serve                 run ingress and egress against E2A_NATS_URL
   e2a agent --pool NAME     run a built-in agent pool (` + strings.Join(builtinAgentPools, ", ") + `) against E2A_NATS_URL
   e2a agent --pool NAME --a2a URL | --openai URL --model M | --http URL
@@ -111,7 +113,10 @@ const natsEnv = `  E2A_NATS_URL              the NATS cluster (nats://host:4222)
 `
 
 var helps = map[string]commandHelp{
-	"dev": {usage: "e2a dev", about: "Runs the whole pipeline in one process: an embedded NATS JetStream server, ingress, egress,\nthe console, the demo agent pool and the workflow pool. Prints the URLs it serves.",
+	"dev": {usage: "e2a dev [--pool NAME] [--a2a CARD-URL | --openai BASE-URL --model M [--system S] | --http URL]",
+		about: "Runs the whole pipeline in one process: an embedded NATS JetStream server, ingress, egress,\nthe console, the demo agent pool and the workflow pool. Prints the URLs it serves. With --a2a, --openai or\n" +
+			"--http, an agent you already run is a pool of its own in the same process, as `e2a agent` would bridge it\n" +
+			"(the E2A_UPSTREAM_* variables apply), and the default pool unless E2A_DEFAULT_POOL names another.",
 		env: fmt.Sprintf(natsEnv, "empty = the embedded server") + `  E2A_HTTP_ADDR             HTTP listener (default 127.0.0.1:8080)
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_NATS_PORT             embedded server's client port (default 4222; 0 = random)

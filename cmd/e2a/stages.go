@@ -99,6 +99,18 @@ func noBuiltinAgent(pool string) string {
 	return fmt.Sprintf("no built-in agent for pool %q (built-in: %s; or give an upstream: --a2a, --openai, --http)", pool, strings.Join(builtinAgentPools, ", "))
 }
 
+// bridgeConcurrency is a bridge worker's concurrency: conc, at most u's
+// bound on in-flight upstream calls. A bridge worker takes no more
+// requests than it may call its upstream with: one over the bound would
+// wait for a slot (the runtime keeping it alive) while another worker
+// idles.
+func bridgeConcurrency(conc int, u UpstreamConfig) int {
+	if u.MaxInFlight > 0 && u.MaxInFlight < conc {
+		return u.MaxInFlight
+	}
+	return conc
+}
+
 // runAgent runs one built-in agent pool against E2A_NATS_URL, with
 // /metrics, /healthz and /readyz on E2A_HTTP_ADDR (/metrics on
 // E2A_METRICS_ADDR instead when set).
@@ -145,11 +157,8 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		return errFlags
 	}
 	conc := *concurrency
-	if bridged && up.MaxInFlight > 0 && up.MaxInFlight < conc {
-		// A bridge worker takes no more requests than it may call its
-		// upstream with: one over the bound would wait here for a slot
-		// (the runtime keeping it alive) while another worker idles.
-		conc = up.MaxInFlight
+	if bridged {
+		conc = bridgeConcurrency(conc, up)
 	}
 	runOpts := []agent.Option{agent.WithConcurrency(conc), agent.WithWorkerID(workerID), agent.WithDrainTimeout(cfg.AgentDrainTimeout)}
 	if *ackWait != 0 {
@@ -185,7 +194,7 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 			return err
 		}
 		info := tck.BasicPoolInfo() // no streaming, the TCK's extension required
-		if err := publishDevPools(ctx, js, cfg, []devPool{{*pool, h, &info}}, log); err != nil {
+		if err := publishDevPools(ctx, js, cfg, []devPool{{name: *pool, h: h, info: &info}}, log); err != nil {
 			return err
 		}
 	case *pool == workflow.Pool:

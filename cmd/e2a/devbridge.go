@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/redact"
+)
+
+// devBridgePool names `e2a dev`'s bridged pool when --pool is not given.
+const devBridgePool = "agent"
+
+// devBridgeFlags are the flags of `e2a dev` that put an agent already
+// running behind the pipeline in the same process, as `e2a agent --pool
+// NAME --a2a|--openai|--http URL` beside it would: the whole pipeline and
+// the agent's pool in one command.
+type devBridgeFlags struct {
+	pool string
+	bf   bridgeFlags
+}
+
+// register adds the flags to fs (`e2a dev`'s).
+func (f *devBridgeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.pool, "pool", devBridgePool, "with --a2a, --openai or --http: the bridged agent's pool, the default pool unless E2A_DEFAULT_POOL names another")
+	f.bf.register(fs)
+}
+
+// upstream returns the upstream the flags name, nil when they name none.
+// Only a flag starts a bridge here (an E2A_UPSTREAM_URL exported for `e2a
+// agent` does not); the E2A_UPSTREAM_* variables give the rest (the key,
+// headers, timeouts, model), as for `e2a agent`. A flag that needs an
+// upstream without one, a pool `e2a dev` serves itself and the upstream's
+// own refusals are usage errors, said with the help before anything
+// starts.
+func (f *devBridgeFlags) upstream(fs *flag.FlagSet, cfg Config) (*UpstreamConfig, error) {
+	if f.bf.a2a == "" && f.bf.openai == "" && f.bf.http == "" {
+		var alone []string
+		fs.Visit(func(fl *flag.Flag) { alone = append(alone, "--"+fl.Name) })
+		if len(alone) > 0 {
+			return nil, devUsage(fs, strings.Join(alone, ", ")+" goes with an upstream: --a2a, --openai or --http")
+		}
+		return nil, nil
+	}
+	if err := checkPoolFlag(fs, f.pool); err != nil {
+		return nil, err
+	}
+	if slices.Contains(builtinAgentPools, f.pool) {
+		return nil, devUsage(fs, fmt.Sprintf("--pool %q: e2a dev serves that pool itself (%s); give the bridged agent's pool another name",
+			f.pool, strings.Join(builtinAgentPools, ", ")))
+	}
+	up, err := f.bf.upstream(cfg.Upstream)
+	if err != nil {
+		return nil, devUsage(fs, err.Error())
+	}
+	return &up, nil
+}
+
+// devUsage prints msg and the help of `e2a dev` and returns errFlags
+// (exit 2).
+func devUsage(fs *flag.FlagSet, msg string) error {
+	fmt.Fprintf(os.Stderr, "e2a %s: %s\n\n", fs.Name(), msg)
+	printHelp(os.Stderr, fs)
+	return errFlags
+}
+
+// bridgedDevPool is the pool `e2a dev` serves with h, the bridge to u:
+// its banner's words (the upstream by kind and URL, shown as every
+// upstream URL is: scheme and host) and its concurrency (bounded by the
+// upstream's in-flight calls, as an `e2a agent` bridge worker's).
+func bridgedDevPool(pool string, h agent.Handler, u UpstreamConfig) devPool {
+	what := map[string]string{upstreamA2A: "the A2A agent at ", upstreamOpenAI: "the model " + u.Model + " at ", upstreamHTTP: "the HTTP agent at "}[u.Kind] +
+		redact.URL(u.URL)
+	return devPool{name: pool, h: h, what: what,
+		opts: []agent.Option{agent.WithConcurrency(bridgeConcurrency(agent.DefaultConcurrency, u))}}
+}
+
+// pools is the pools `e2a dev` serves (devLayout) with the bridge to up
+// (nil: none) built, its upstream checked before anything serves (a
+// refusal ends the command as it ends `e2a agent`); cfg's default pool
+// becomes the layout's.
+func (f *devBridgeFlags) pools(ctx context.Context, js jetstream.JetStream, cfg *Config, up *UpstreamConfig, reg prometheus.Registerer, log *slog.Logger) ([]devPool, error) {
+	var bridged *devPool
+	if up != nil {
+		h, err := newBridge(ctx, js, *cfg, f.pool, *up, reg, log)
+		if err != nil {
+			return nil, fmt.Errorf("pool %s: %w", f.pool, err)
+		}
+		p := bridgedDevPool(f.pool, h, *up)
+		bridged = &p
+	}
+	pools, defaultPool, err := devLayout(cfg.DefaultPool, os.Getenv("E2A_DEFAULT_POOL") != "", bridged)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DefaultPool = defaultPool
+	return pools, nil
+}

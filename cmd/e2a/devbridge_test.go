@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/agent/tck"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// TestDevBridgeArgs: `e2a dev`'s bridge flags are checked before anything
+// starts: a flag that needs an upstream without one, a pool dev serves
+// itself, two upstreams, an OpenAI upstream without a model are usage
+// errors (exit 2, with the help); an upstream that is not there ends the
+// command at start (exit 1), naming the pool and the failure.
+func TestDevBridgeArgs(t *testing.T) {
+	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}
+	dead := "http://127.0.0.1:" + strconv.Itoa(natstest.FreePorts(t, 1)[0]) + "/"
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"dev", "--model", "m"}, 2, "--model goes with an upstream: --a2a, --openai or --http"},
+		{[]string{"dev", "--pool", "travel"}, 2, "--pool goes with an upstream"},
+		{[]string{"dev", "--pool", "demo", "--http", dead}, 2, `--pool "demo": e2a dev serves that pool itself`},
+		{[]string{"dev", "--pool", "workflow", "--http", dead}, 2, `--pool "workflow": e2a dev serves that pool itself`},
+		{[]string{"dev", "--pool", "a.b", "--http", dead}, 2, `--pool "a.b": an agent pool is`},
+		{[]string{"dev", "--http", dead, "--a2a", dead}, 2, "give one of --a2a, --openai and --http"},
+		{[]string{"dev", "--openai", dead}, 2, "needs a model"},
+		{[]string{"dev", "--http", dead}, 1, "pool agent: the http upstream"},
+		{[]string{"dev", "--pool", "py", "--http", dead}, 1, "upstream_unreachable"},
+	} {
+		code, out, errOut := runBin(t, env, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("e2a %v: exit %d, stderr:\n%s\nwant exit %d and %q", c.args, code, errOut, c.code, c.want)
+		}
+		if c.code == 2 && !strings.Contains(errOut, "Usage: e2a dev") {
+			t.Errorf("e2a %v: no help with the usage error:\n%s", c.args, errOut)
+		}
+		if strings.Contains(out, "is running") {
+			t.Errorf("e2a %v: the pipeline started: %s", c.args, out)
+		}
+	}
+}
+
+// TestDevLayout: with a bridged pool, `e2a dev` makes it the default pool
+// and serves the demo agent as "demo", unless E2A_DEFAULT_POOL names
+// another pool, which then stays the default; no pool is served twice.
+func TestDevLayout(t *testing.T) {
+	bridged := &devPool{name: "llm", what: "the model m at http://…"}
+	for _, c := range []struct {
+		name        string
+		def         string
+		set         bool
+		bridged     *devPool
+		wantDefault string
+		wantNames   []string
+	}{
+		{"no bridge", "demo", false, nil, "demo", []string{"demo", tck.Pool, tck.BasicPool}},
+		{"no bridge, another default", "travel", true, nil, "travel", []string{"travel", tck.Pool, tck.BasicPool}},
+		{"bridge", "demo", false, bridged, "llm", []string{"llm", "demo", tck.Pool, tck.BasicPool}},
+		{"bridge, E2A_DEFAULT_POOL=demo", "demo", true, bridged, "demo", []string{"demo", tck.Pool, tck.BasicPool, "llm"}},
+		{"bridge, E2A_DEFAULT_POOL=llm", "llm", true, bridged, "llm", []string{"llm", "demo", tck.Pool, tck.BasicPool}},
+		{"bridge, E2A_DEFAULT_POOL=tck", tck.Pool, true, bridged, tck.Pool, []string{tck.Pool, tck.BasicPool, "llm"}},
+	} {
+		pools, def, err := devLayout(c.def, c.set, c.bridged)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var names []string
+		for _, p := range pools {
+			names = append(names, p.name)
+			if _, isDemo := p.h.(*demo.Agent); isDemo && c.bridged != nil && p.name == c.bridged.name {
+				t.Errorf("%s: the demo agent serves the bridged pool %q", c.name, p.name)
+			}
+		}
+		if def != c.wantDefault || strings.Join(names, " ") != strings.Join(c.wantNames, " ") {
+			t.Errorf("%s: default %q, pools %v; want %q, %v", c.name, def, names, c.wantDefault, c.wantNames)
+		}
+		if line := poolsLine(pools); c.bridged != nil && !strings.Contains(line, `"llm" (the model m at http://…`) {
+			t.Errorf("%s: banner %s", c.name, line)
+		}
+	}
+}
+
+// TestDevBridgeOpenAI: `e2a dev --openai URL --model M` runs the whole
+// pipeline with the model as its default pool, "agent", in one command:
+// /v1/requests and the A2A door at the root are answered by the model
+// (the API key reaching it as a bearer token, in no output), the demo
+// agent still answers as "demo", and the banner names the pool.
+func TestDevBridgeOpenAI(t *testing.T) {
+	const key = "sk-test-dev-7c1d2e3f4a5b"
+	upstream, auth := openAIFixture(t, key)
+	stdout, stderr := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key},
+		"dev", "--openai", upstream.URL+"/v1", "--model", "test-model")
+	m, banner := waitLine(t, stdout, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	base := m[1]
+	_, rest := waitLine(t, stdout, regexp.MustCompile(`^Ctrl-C stops`))
+	banner = append(banner, rest...)
+	if want := `"agent" (the model test-model at http://127.0.0.1:` + strings.TrimPrefix(upstream.URL, "http://127.0.0.1:"); !strings.Contains(strings.Join(banner, "\n"), want) ||
+		!strings.Contains(strings.Join(banner, "\n"), `"demo" (demo)`) {
+		t.Errorf("banner lacks the bridged pool (%s) or the demo one:\n%s", want, strings.Join(banner, "\n"))
+	}
+	waitPoolLive(t, base, "agent")
+
+	resp, b := testkit.Do(t, http.MethodPost, base+"/v1/requests?wait=true", `{"params":{"text":"hello"}}`)
+	var got struct {
+		State  string            `json:"state"`
+		Frames []json.RawMessage `json:"frames"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != 200 || got.State != "succeeded" || !strings.Contains(string(b), `"Hello`) {
+		t.Fatalf("the default pool's answer %d: %s", resp.StatusCode, b)
+	}
+	if !strings.Contains(string(b), `"pool":"agent"`) {
+		t.Errorf("the answer is not the bridged pool's: %s", b)
+	}
+	if a := <-auth; a != "Bearer "+key {
+		t.Errorf("upstream got Authorization %q", a)
+	}
+	resp, b = testkit.Do(t, http.MethodPost, base+"/a2a/v1", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`,
+		"A2A-Version", "1.0", "Content-Type", "application/json")
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"Hello`) {
+		t.Errorf("A2A v1.0 at the root: %d %s", resp.StatusCode, b)
+	}
+	resp, b = testkit.Do(t, http.MethodPost, base+"/pools/demo/v1/requests?wait=true", `{"params":{"text":"hi","frames":1}}`)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"pool":"demo"`) || strings.Contains(string(b), `"Hello`) {
+		t.Errorf("the demo pool: %d %s", resp.StatusCode, b)
+	}
+	testkit.Eventually(t, 10*time.Second, "the pool's card", func() bool {
+		code, body := httpGet(t, base+"/pools/agent/.well-known/agent-card.json")
+		return code == 200 && strings.Contains(body, "test-model")
+	})
+	noSecretInLines(t, key, stdout, stderr)
+}
