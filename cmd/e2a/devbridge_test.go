@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"regexp"
@@ -9,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/agent/tck"
+	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
@@ -139,4 +143,44 @@ func TestDevBridgeOpenAI(t *testing.T) {
 		return code == 200 && strings.Contains(body, "test-model")
 	})
 	noSecretInLines(t, key, stdout, stderr)
+}
+
+// TestDevBridgeA2A: `e2a dev --a2a URL` with an a2a-go/v2 server as the
+// agent: a2a-go/v2's client, given only the pipeline's root card, streams
+// an answer and plays an interrupted task (input-required, then the
+// answer on the same task) through the pipeline to the agent.
+func TestDevBridgeA2A(t *testing.T) {
+	srv := up.Start(t, up.Options{Binding: up.JSONRPC})
+	stdout, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev", "--pool", "travel", "--a2a", srv.CardURL())
+	m, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	base := m[1]
+	waitLine(t, stdout, regexp.MustCompile(`agent pools "travel" \(the A2A agent at http://127\.0\.0\.1:\d+`))
+	waitPoolLive(t, base, "travel")
+	c := up.Client(t, base)
+	ctx := context.Background()
+	v := up.Collect(t, c.SendStreamingMessage(ctx, up.Msg(up.Stream+": Lisbon")), nil)
+	if v.State() != a2a.TaskStateCompleted || !strings.Contains(turnText(v), up.StreamText("Lisbon")) {
+		t.Errorf("streamed: states %v, text %q, want completed with %q", v.States, turnText(v), up.StreamText("Lisbon"))
+	}
+	first := up.Asked(t, ctx, c, up.Msg(up.Ask+": hi"))
+	second := up.Send(t, c, up.Reply(first, "Ada"))
+	if second.State() != a2a.TaskStateCompleted || !strings.Contains(turnText(second), up.AskReply("Ada")) {
+		t.Errorf("the answer's turn: states %v, text %q, want completed with %q", second.States, turnText(second), up.AskReply("Ada"))
+	}
+}
+
+// turnText is the text of a turn's artifacts and direct message.
+func turnText(v *up.Turn) string {
+	var b strings.Builder
+	for _, a := range v.Artifacts {
+		for _, p := range a.Parts {
+			b.WriteString(p.Text())
+		}
+	}
+	if v.Message != nil {
+		for _, p := range v.Message.Parts {
+			b.WriteString(p.Text())
+		}
+	}
+	return b.String()
 }
