@@ -120,3 +120,16 @@ func poolsLine(pools []devPool) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// demoPoolOf is the pool the demo agent serves among pools, for the
+// console's demo form (its frames and delay are the demo agent's
+// parameters; a bridged default pool would send them to its upstream),
+// fallback when none does.
+func demoPoolOf(pools []devPool, fallback string) string {
+	for _, p := range pools {
+		if _, ok := p.h.(demo.Agent); ok {
+			return p.name
+		}
+	}
+	return fallback
+}

@@ -99,7 +99,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := newHTTP(ctx, &cfg, nc, reg, log, cfg.DefaultPool, append(pushAPI, ingress.WithWorkflow(wf))...)
+	srv, err := newHTTP(ctx, &cfg, nc, reg, log, demoPoolOf(pools, cfg.DefaultPool), append(pushAPI, ingress.WithWorkflow(wf))...)
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func TestDevLayout(t *testing.T) {
 		var names []string
 		for _, p := range pools {
 			names = append(names, p.name)
-			if _, isDemo := p.h.(*demo.Agent); isDemo && c.bridged != nil && p.name == c.bridged.name {
+			if _, isDemo := p.h.(demo.Agent); isDemo && c.bridged != nil && p.name == c.bridged.name {
 				t.Errorf("%s: the demo agent serves the bridged pool %q", c.name, p.name)
 			}
 		}
@@ -91,6 +91,11 @@ func TestDevLayout(t *testing.T) {
 		}
 		if line := poolsLine(pools); c.bridged != nil && !strings.Contains(line, `"llm" (the model m at http://…`) {
 			t.Errorf("%s: banner %s", c.name, line)
+		}
+		// The console's demo form (frames, delay_ms) goes to the demo
+		// agent, not to a bridged default pool.
+		if got := demoPoolOf(pools, def); c.bridged != nil && got == c.bridged.name {
+			t.Errorf("%s: the console's demo form goes to the bridged pool %q", c.name, got)
 		}
 	}
 }
