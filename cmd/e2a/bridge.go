@@ -147,6 +147,9 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err != nil {
 		return nil, err
 	}
+	// Said before the check: an upstream that takes the connection and
+	// never answers holds the start for the connect and idle timeouts.
+	log.Info("checking the upstream", "pool", pool, "kind", u.Kind, "url", client.Location(), "within", (u.ConnectTimeout + u.IdleTimeout).String())
 	if err := probeUpstream(ctx, client, u, headers, log); err != nil {
 		return nil, err
 	}

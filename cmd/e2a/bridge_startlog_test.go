@@ -89,3 +89,22 @@ func TestAgentWithoutNATSURLSaysItsServerIsItsOwn(t *testing.T) {
 		t.Errorf("no warning that the pool serves its own server before its start line %s:\n%s", m[0], all)
 	}
 }
+
+// TestBridgeStartSaysItChecks: before its check of the upstream a bridge
+// says it is checking, where, and for how long at most (a server that
+// takes the connection and never answers holds the start for the connect
+// and idle timeouts); such a server then ends the start upstream_timeout,
+// for each kind.
+func TestBridgeStartSaysItChecks(t *testing.T) {
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(silent.Close)
+	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json",
+		"E2A_UPSTREAM_CONNECT_TIMEOUT=2s", "E2A_UPSTREAM_IDLE_TIMEOUT=1s"}
+	for _, args := range [][]string{{"--a2a", silent.URL}, {"--http", silent.URL + "/"}, {"--openai", silent.URL + "/v1", "--model", "m"}} {
+		code, _, errOut := runBin(t, env, append([]string{"agent", "--pool", "silent"}, args...)...)
+		checking := regexp.MustCompile(`"msg":"checking the upstream","pool":"silent","kind":"` + strings.TrimPrefix(args[0], "--") + `".*"within":"3s"`)
+		if code != 1 || !checking.MatchString(errOut) || !strings.Contains(errOut, "upstream_timeout") {
+			t.Errorf("%v: exit %d, want 1 after the checking line and upstream_timeout:\n%s", args, code, errOut)
+		}
+	}
+}
