@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -27,9 +29,22 @@ import (
 // (acpCredential), checked at start and for each message.
 func runACP(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("acp", flag.ContinueOnError)
-	pool := fs.String("pool", cfg.DefaultPool, "agent pool the prompts go to (unless E2A_ROUTES says otherwise)")
+	pool := fs.String("pool", cfg.DefaultPool, "agent pool the prompts go to (unless E2A_ROUTES says otherwise; with an upstream, default "+devBridgePool+")")
+	var bf bridgeFlags
+	bf.register(fs)
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
+	}
+	up, err := flagUpstream(fs, bf, cfg)
+	if err != nil {
+		return err
+	}
+	if up != nil && cfg.NatsURL != "" {
+		return usageError(fs, "an upstream (--a2a, --openai, --http) serves the prompts in this process, on its embedded server: without E2A_NATS_URL "+
+			"(beside a pipeline, run `e2a agent --pool P` with the upstream and `e2a acp --pool P`)")
+	}
+	if up != nil && !flagSet(fs, "pool") {
+		*pool = devBridgePool
 	}
 	if err := checkPoolFlag(fs, *pool); err != nil {
 		return err
@@ -60,11 +75,24 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 	}
 	defer stopNATS()
 	reg := newRegistry(natsEvents)
+	h, runOpts := agent.Handler(demo.New()), cfg.agentOptions()
+	if up != nil {
+		// The upstream is checked here, before the editor is answered: a
+		// refusal ends the command as it ends `e2a agent`.
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		if h, err = newBridge(ctx, js, cfg, *pool, *up, reg, log); err != nil {
+			return fmt.Errorf("pool %s: %w", *pool, err)
+		}
+		runOpts = append(runOpts, agent.WithConcurrency(bridgeConcurrency(agent.DefaultConcurrency, *up)))
+	}
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	agentDone := make(chan error, 1)
 	if cfg.NatsURL == "" {
 		go func() {
-			agentDone <- agent.Run(agentCtx, nc, *pool, demo.New(), append(cfg.agentOptions(), agent.WithMetrics(reg), agent.WithLogger(log))...)
+			agentDone <- agent.Run(agentCtx, nc, *pool, h, append(runOpts, agent.WithMetrics(reg), agent.WithLogger(log))...)
 		}()
 	} else {
 		close(agentDone)

@@ -87,7 +87,13 @@ type acpProc struct {
 // dropped) on an embedded store of its own.
 func startACP(t *testing.T, ctx context.Context, env ...string) *acpProc {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, e2aBin, "acp")
+	return startACPWith(t, ctx, nil, env...)
+}
+
+// startACPWith is startACP with the command's arguments after "acp".
+func startACPWith(t *testing.T, ctx context.Context, args []string, env ...string) *acpProc {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, e2aBin, append([]string{"acp"}, args...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "E2A_") {
 			cmd.Env = append(cmd.Env, kv)

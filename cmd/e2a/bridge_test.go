@@ -119,7 +119,7 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 	if !strings.Contains(string(got.Frames[len(got.Frames)-1]), `"e2a.complete"`) {
 		t.Errorf("last frame is not e2a.complete: %s", got.Frames[len(got.Frames)-1])
 	}
-	if a := <-auth; a != "Bearer "+key {
+	if a := (<-auth).Auth; a != "Bearer "+key {
 		t.Errorf("upstream got Authorization %q", a)
 	}
 	if strings.Contains(string(b), key) {
@@ -250,17 +250,23 @@ func TestAgentBridgeA2A(t *testing.T) {
 	}
 }
 
+// chatCall is a chat completions call an openAIFixture received.
+type chatCall struct {
+	Auth string // its Authorization header
+	Body string
+}
+
 // openAIFixture serves bridge/openai's recorded text stream (text.sse,
-// "Hello…") as an OpenAI-compatible server under /v1 that takes key alone
-// as its bearer token, with a model list; auth yields the Authorization
-// header of each chat completions call.
-func openAIFixture(t *testing.T, key string) (upstream *httptest.Server, auth <-chan string) {
+// fixtureReply) as an OpenAI-compatible server under /v1 that takes key
+// alone as its bearer token, with a model list; calls yields each chat
+// completions call (the first 16).
+func openAIFixture(t *testing.T, key string) (upstream *httptest.Server, calls <-chan chatCall) {
 	t.Helper()
 	fixture, err := os.ReadFile("../../bridge/openai/testdata/text.sse")
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := make(chan string, 16)
+	got := make(chan chatCall, 16)
 	upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+key {
 			http.Error(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}`, http.StatusUnauthorized)
@@ -274,14 +280,17 @@ func openAIFixture(t *testing.T, key string) (upstream *httptest.Server, auth <-
 			http.NotFound(w, r)
 			return
 		}
+		body, _ := io.ReadAll(r.Body)
 		select {
-		case calls <- r.Header.Get("Authorization"):
+		case got <- chatCall{Auth: r.Header.Get("Authorization"), Body: string(body)}:
 		default:
 		}
-		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write(fixture)
 	}))
 	t.Cleanup(upstream.Close)
-	return upstream, calls
+	return upstream, got
 }
+
+// fixtureReply is the model's answer in openAIFixture's stream.
+const fixtureReply = "Hello! How can I help you today?"

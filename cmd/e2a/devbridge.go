@@ -34,39 +34,55 @@ func (f *devBridgeFlags) register(fs *flag.FlagSet) {
 	f.bf.register(fs)
 }
 
-// upstream returns the upstream the flags name, nil when they name none.
-// Only a flag starts a bridge here (an E2A_UPSTREAM_URL exported for `e2a
-// agent` does not); the E2A_UPSTREAM_* variables give the rest (the key,
-// headers, timeouts, model), as for `e2a agent`. A flag that needs an
-// upstream without one, a pool `e2a dev` serves itself and the upstream's
-// own refusals are usage errors, said with the help before anything
-// starts.
+// upstream returns the upstream the flags name, nil when they name none
+// (flagUpstream); a pool `e2a dev` serves itself is a usage error too.
 func (f *devBridgeFlags) upstream(fs *flag.FlagSet, cfg Config) (*UpstreamConfig, error) {
-	if f.bf.a2a == "" && f.bf.openai == "" && f.bf.http == "" {
-		var alone []string
-		fs.Visit(func(fl *flag.Flag) { alone = append(alone, "--"+fl.Name) })
-		if len(alone) > 0 {
-			return nil, devUsage(fs, strings.Join(alone, ", ")+" goes with an upstream: --a2a, --openai or --http")
-		}
-		return nil, nil
+	up, err := flagUpstream(fs, f.bf, cfg, "pool")
+	if up == nil || err != nil {
+		return up, err
 	}
 	if err := checkPoolFlag(fs, f.pool); err != nil {
 		return nil, err
 	}
 	if slices.Contains(builtinAgentPools, f.pool) {
-		return nil, devUsage(fs, fmt.Sprintf("--pool %q: e2a dev serves that pool itself (%s); give the bridged agent's pool another name",
+		return nil, usageError(fs, fmt.Sprintf("--pool %q: e2a dev serves that pool itself (%s); give the bridged agent's pool another name",
 			f.pool, strings.Join(builtinAgentPools, ", ")))
 	}
-	up, err := f.bf.upstream(cfg.Upstream)
+	return up, nil
+}
+
+// flagUpstream is the upstream bf names for a command that runs the whole
+// pipeline in its process (`e2a dev`, `e2a acp`), nil when it names none.
+// Only a flag starts a bridge there (an E2A_UPSTREAM_URL exported for `e2a
+// agent` does not); the E2A_UPSTREAM_* variables give the rest (the key,
+// headers, timeouts, model), as for `e2a agent`. A flag that needs an
+// upstream given without one (--model, --system, --think-open,
+// --input-modes, and the command's own flags named in needing) and the
+// upstream's own refusals are usage errors, said with the help before
+// anything starts.
+func flagUpstream(fs *flag.FlagSet, bf bridgeFlags, cfg Config, needing ...string) (*UpstreamConfig, error) {
+	if bf.a2a == "" && bf.openai == "" && bf.http == "" {
+		var alone []string
+		fs.Visit(func(fl *flag.Flag) {
+			if slices.Contains(append([]string{"model", "system", "think-open", "input-modes"}, needing...), fl.Name) {
+				alone = append(alone, "--"+fl.Name)
+			}
+		})
+		if len(alone) > 0 {
+			return nil, usageError(fs, strings.Join(alone, ", ")+" goes with an upstream: --a2a, --openai or --http")
+		}
+		return nil, nil
+	}
+	up, err := bf.upstream(cfg.Upstream)
 	if err != nil {
-		return nil, devUsage(fs, err.Error())
+		return nil, usageError(fs, err.Error())
 	}
 	return &up, nil
 }
 
-// devUsage prints msg and the help of `e2a dev` and returns errFlags
+// usageError prints msg and the help of fs's command and returns errFlags
 // (exit 2).
-func devUsage(fs *flag.FlagSet, msg string) error {
+func usageError(fs *flag.FlagSet, msg string) error {
 	fmt.Fprintf(os.Stderr, "e2a %s: %s\n\n", fs.Name(), msg)
 	printHelp(os.Stderr, fs)
 	return errFlags

@@ -131,7 +131,7 @@ func TestDevBridgeOpenAI(t *testing.T) {
 	if !strings.Contains(string(b), `"pool":"agent"`) {
 		t.Errorf("the answer is not the bridged pool's: %s", b)
 	}
-	if a := <-auth; a != "Bearer "+key {
+	if a := (<-auth).Auth; a != "Bearer "+key {
 		t.Errorf("upstream got Authorization %q", a)
 	}
 	resp, b = testkit.Do(t, http.MethodPost, base+"/a2a/v1", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`,

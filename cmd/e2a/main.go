@@ -25,6 +25,8 @@ Usage:
   e2a agent --pool NAME --a2a URL | --openai URL --model M | --http URL
                             put an existing agent behind the pipeline as pool NAME
   e2a acp [--pool NAME]     an ACP agent on stdio for editors (E2A_NATS_URL, or embedded + demo agent)
+  e2a acp --a2a URL | --openai URL --model M | --http URL
+                            the same, embedded, with an existing agent answering the editor
   e2a streams apply         create or update streams and KV buckets on E2A_NATS_URL
   e2a replay [ID...]        print requests and frames from the durable streams, check invariants (-h for filters)
   e2a tail                  follow live requests and frames on E2A_NATS_URL
@@ -164,8 +166,11 @@ var helps = map[string]commandHelp{
   E2A_UPSTREAM_PARAMS       with --openai: a JSON object of request members sent with every call
                             ({"temperature":0.2,"max_tokens":1024}; a request's params replace them, a token limit is capped)
 `},
-	"acp": {usage: "e2a acp [--pool NAME]", about: "Speaks ACP on stdin/stdout (logs on stderr), for editors that spawn an agent.",
-		env: fmt.Sprintf(natsEnv, "empty = an embedded server with the demo agent") + `  E2A_DEFAULT_POOL, E2A_ROUTES
+	"acp": {usage: "e2a acp [--pool NAME] [--a2a CARD-URL | --openai BASE-URL --model M [--system S] | --http URL]",
+		about: "Speaks ACP on stdin/stdout (logs on stderr), for editors that spawn an agent. Without E2A_NATS_URL it embeds the\n" +
+			"pipeline with the demo agent, or with --a2a, --openai or --http the agent you already run, bridged as `e2a agent`\n" +
+			"would bridge it (the E2A_UPSTREAM_* variables apply): the editor's sessions durable, multi-turn from their history.",
+		env: fmt.Sprintf(natsEnv, "empty = an embedded server with the demo agent or the upstream") + `  E2A_DEFAULT_POOL, E2A_ROUTES
                             where prompts go
   E2A_API_KEYS, E2A_BEARER_TOKENS, E2A_AUTH_*, E2A_OAUTH2_*
                             the pipeline's auth, as e2a serve reads it (default: none, every prompt anonymous)
