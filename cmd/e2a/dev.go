@@ -28,6 +28,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/push"
+	"github.com/e2a-pipeline/pipeline/redact"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/tenant"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -58,6 +59,10 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	defer ln.Close()
+	if up != nil && ownAddress(up.URL, ln.Addr()) {
+		return usageError(fs, fmt.Sprintf("--%s %s is this e2a dev's own address (E2A_HTTP_ADDR %s): the pipeline would be its own agent; "+
+			"start the agent elsewhere, or e2a dev on another address", up.Kind, redact.URL(up.URL), ln.Addr()))
+	}
 	if err := checkNATSPort(cfg); err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -119,4 +121,48 @@ func (f *devBridgeFlags) pools(ctx context.Context, js jetstream.JetStream, cfg 
 	}
 	cfg.DefaultPool = defaultPool
 	return pools, nil
+}
+
+// ownAddress reports whether raw, an upstream's URL, names the listener
+// at addr on this machine: the same port, on a loopback host, on addr's
+// own host, or on an address of this machine's when addr's is unspecified
+// (such a listener takes every local one).
+// A bridge to it would make the pipeline its own agent, its start's check
+// waiting on a listener not serving yet.
+func ownAddress(raw string, addr net.Addr) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	lnHost, lnPort, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port != lnPort {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") || host == lnHost {
+		return true
+	}
+	ip, lnIP := net.ParseIP(host), net.ParseIP(lnHost)
+	switch {
+	case ip == nil:
+		return false // a name other than localhost: not resolved here
+	case ip.IsLoopback():
+		return true
+	case lnIP == nil || !lnIP.IsUnspecified():
+		return false
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }

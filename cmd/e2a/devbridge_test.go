@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -25,8 +26,10 @@ import (
 // errors (exit 2, with the help); an upstream that is not there ends the
 // command at start (exit 1), naming the pool and the failure.
 func TestDevBridgeArgs(t *testing.T) {
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}
-	dead := "http://127.0.0.1:" + strconv.Itoa(natstest.FreePorts(t, 1)[0]) + "/"
+	ports := natstest.FreePorts(t, 2)
+	own := strconv.Itoa(ports[1])
+	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:" + own}
+	dead := "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/"
 	for _, c := range []struct {
 		args []string
 		code int
@@ -41,6 +44,7 @@ func TestDevBridgeArgs(t *testing.T) {
 		{[]string{"dev", "--openai", dead}, 2, "needs a model"},
 		{[]string{"dev", "--http", dead}, 1, "pool agent: the http upstream"},
 		{[]string{"dev", "--pool", "py", "--http", dead}, 1, "upstream_unreachable"},
+		{[]string{"dev", "--a2a", "http://localhost:" + own}, 2, "is this e2a dev's own address"},
 	} {
 		code, out, errOut := runBin(t, env, c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
@@ -188,4 +192,32 @@ func turnText(v *up.Turn) string {
 		}
 	}
 	return b.String()
+}
+
+// TestOwnAddress: the upstream URLs that name dev's own listener (same
+// port, a loopback or the listener's own host, any local address of an
+// unspecified listener), and those that do not.
+func TestOwnAddress(t *testing.T) {
+	tcp := func(s string) net.Addr { a, _ := net.ResolveTCPAddr("tcp", s); return a }
+	for _, c := range []struct {
+		url  string
+		addr string
+		want bool
+	}{
+		{"http://127.0.0.1:8080", "127.0.0.1:8080", true},
+		{"http://localhost:8080/pools/demo/", "127.0.0.1:8080", true},
+		{"http://[::1]:8080", "127.0.0.1:8080", true},
+		{"http://127.0.0.1:8080", "0.0.0.0:8080", true},
+		{"http://127.0.0.1:8081", "127.0.0.1:8080", false},
+		{"http://localhost", "127.0.0.1:80", true},
+		{"https://localhost", "127.0.0.1:80", false},
+		{"http://10.255.255.1:8080", "0.0.0.0:8080", false},
+		{"http://10.255.255.1:8080", "127.0.0.1:8080", false},
+		{"http://agent.example:8080", "0.0.0.0:8080", false},
+		{"::not a url", "127.0.0.1:8080", false},
+	} {
+		if got := ownAddress(c.url, tcp(c.addr)); got != c.want {
+			t.Errorf("ownAddress(%q, %s) = %v, want %v", c.url, c.addr, got, c.want)
+		}
+	}
 }
