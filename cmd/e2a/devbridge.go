@@ -82,14 +82,6 @@ func flagUpstream(fs *flag.FlagSet, bf bridgeFlags, cfg Config, needing ...strin
 	return &up, nil
 }
 
-// usageError prints msg and the help of fs's command and returns errFlags
-// (exit 2).
-func usageError(fs *flag.FlagSet, msg string) error {
-	fmt.Fprintf(os.Stderr, "e2a %s: %s\n\n", fs.Name(), msg)
-	printHelp(os.Stderr, fs)
-	return errFlags
-}
-
 // bridgedDevPool is the pool `e2a dev` serves with h, the bridge to u:
 // its banner's words (the upstream by kind and URL, shown as every
 // upstream URL is: scheme and host) and its concurrency (bounded by the

@@ -258,15 +258,19 @@ func checkParsed(fs *flag.FlagSet, err error, maxArgs int) error {
 		printHelp(os.Stdout, fs)
 		return errHelp
 	case err != nil:
-		fmt.Fprintf(os.Stderr, "e2a %s: %v\n\n", fs.Name(), err)
-		printHelp(os.Stderr, fs)
-		return errFlags
+		return usageError(fs, err.Error())
 	case maxArgs >= 0 && fs.NArg() > maxArgs:
-		fmt.Fprintf(os.Stderr, "e2a %s: unexpected argument %q\n\n", fs.Name(), fs.Arg(maxArgs))
-		printHelp(os.Stderr, fs)
-		return errFlags
+		return usageError(fs, fmt.Sprintf("unexpected argument %q", fs.Arg(maxArgs)))
 	}
 	return nil
+}
+
+// usageError prints msg and the help of fs's command on stderr and returns
+// errFlags (exit 2): a command's refusal of its arguments.
+func usageError(fs *flag.FlagSet, msg string) error {
+	fmt.Fprintf(os.Stderr, "e2a %s: %s\n\n", fs.Name(), msg)
+	printHelp(os.Stderr, fs)
+	return errFlags
 }
 
 // printHelp writes a subcommand's usage, what it does, its flags and the

@@ -179,9 +179,7 @@ func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 		return runPushStage(ctx, cfg)
 	case "dead", "redeliver":
 	default:
-		fmt.Fprintf(os.Stderr, "e2a push: unknown action %q\n\n", action)
-		printHelp(os.Stderr, fs)
-		return errFlags
+		return usageError(fs, fmt.Sprintf("unknown action %q", action))
 	}
 	if cfg.NatsURL == "" {
 		return errors.New("push " + action + " needs E2A_NATS_URL")

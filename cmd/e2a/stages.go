@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -82,9 +81,7 @@ func checkPoolFlag(fs *flag.FlagSet, pool string) error {
 	if subjects.ValidatePool(pool) == nil {
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "e2a %s: --pool %q: an agent pool is 1 to 64 letters, digits, - and _\n\n", fs.Name(), pool)
-	printHelp(os.Stderr, fs)
-	return errFlags
+	return usageError(fs, fmt.Sprintf("--pool %q: an agent pool is 1 to 64 letters, digits, - and _", pool))
 }
 
 // builtinAgentPools are the pools `e2a agent` serves with an agent of its
@@ -128,16 +125,12 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	if *ackWait != 0 && *ackWait < time.Second {
-		fmt.Fprintf(os.Stderr, "e2a agent: --ack-wait %v: at least 1s\n\n", *ackWait)
-		printHelp(os.Stderr, fs)
-		return errFlags
+		return usageError(fs, fmt.Sprintf("--ack-wait %v: at least 1s", *ackWait))
 	}
 	// Refused here, by the runtime's own check, before the upstream is
 	// probed or the pool's card published: Run would refuse it only then.
 	if err := agent.CheckOptions(agent.WithConcurrency(*concurrency)); err != nil {
-		fmt.Fprintf(os.Stderr, "e2a agent: --concurrency %d: %v\n\n", *concurrency, err)
-		printHelp(os.Stderr, fs)
-		return errFlags
+		return usageError(fs, fmt.Sprintf("--concurrency %d: %v", *concurrency, err))
 	}
 	workerID := cfg.AgentWorkerID
 	if workerID == "" {
@@ -145,16 +138,12 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	}
 	up, err := bf.upstream(cfg.Upstream)
 	if err != nil && !errors.Is(err, errNoUpstream) {
-		fmt.Fprintf(os.Stderr, "e2a agent: %v\n\n", err)
-		printHelp(os.Stderr, fs)
-		return errFlags
+		return usageError(fs, err.Error())
 	}
 	bridged := err == nil
 	if !bridged && !slices.Contains(builtinAgentPools, *pool) {
 		// A bad argument, said before NATS or the listener start.
-		fmt.Fprintf(os.Stderr, "e2a agent: %s\n\n", noBuiltinAgent(*pool))
-		printHelp(os.Stderr, fs)
-		return errFlags
+		return usageError(fs, noBuiltinAgent(*pool))
 	}
 	conc := *concurrency
 	if bridged {
@@ -219,12 +208,9 @@ func runStreams(ctx context.Context, cfg Config, args []string) error {
 	}
 	if fs.Arg(0) != "apply" {
 		if fs.NArg() > 0 {
-			fmt.Fprintf(os.Stderr, "e2a streams: unknown action %q\n\n", fs.Arg(0))
-		} else {
-			fmt.Fprint(os.Stderr, "e2a streams: missing action\n\n")
+			return usageError(fs, fmt.Sprintf("unknown action %q", fs.Arg(0)))
 		}
-		printHelp(os.Stderr, fs)
-		return errFlags
+		return usageError(fs, "missing action")
 	}
 	if err := parseFlags(fs, fs.Args()[1:], 0); err != nil {
 		return err

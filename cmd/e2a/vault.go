@@ -22,11 +22,7 @@ func runVault(_ context.Context, _ Config, args []string, in io.Reader, out io.W
 	if err := parseFlags(fs, args, 2); err != nil {
 		return err
 	}
-	bad := func(msg string) error {
-		fmt.Fprintf(os.Stderr, "e2a vault: %s\n\n", msg)
-		printHelp(os.Stderr, fs)
-		return errFlags
-	}
+	bad := func(msg string) error { return usageError(fs, msg) }
 	switch {
 	case fs.Arg(0) == "key" && fs.NArg() == 1:
 		k := make([]byte, 32)
