@@ -364,7 +364,10 @@ func TestBacklogCycleEnds(t *testing.T) {
 		}
 	}
 	if want := []string{"cyc-A", "cyc-L", "cyc-M"}; !slices.Equal(order, want) {
-		t.Fatalf("turns delivered %v, want %v", order, want)
+		for _, d := range r.all() {
+			t.Logf("call %s %d", d.eventID, d.code)
+		}
+		t.Fatalf("turns delivered %v, want %v\n%s", order, want, e.log.String())
 	}
 	if strings.Contains(e.log.String(), "longer than the turns followed") {
 		t.Fatalf("the walk went round the cycle: %s", firstLine(e.log.String(), "longer than the turns followed"))
