@@ -107,7 +107,8 @@ func TestDevLayout(t *testing.T) {
 // TestDevBridgeOpenAI: `e2a dev --openai URL --model M` runs the whole
 // pipeline with the model as its default pool, "agent", in one command:
 // /v1/requests and the A2A door at the root are answered by the model
-// (the API key reaching it as a bearer token, in no output), the demo
+// (the API key reaching it as a bearer token, in no output; a2a-go/v2's
+// client given the root card), the demo
 // agent still answers as "demo", and the banner names the pool.
 func TestDevBridgeOpenAI(t *testing.T) {
 	const key = "sk-test-dev-7c1d2e3f4a5b"
@@ -138,10 +139,10 @@ func TestDevBridgeOpenAI(t *testing.T) {
 	if a := (<-auth).Auth; a != "Bearer "+key {
 		t.Errorf("upstream got Authorization %q", a)
 	}
-	resp, b = testkit.Do(t, http.MethodPost, base+"/a2a/v1", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`,
-		"A2A-Version", "1.0", "Content-Type", "application/json")
-	if resp.StatusCode != 200 || !strings.Contains(string(b), `"Hello`) {
-		t.Errorf("A2A v1.0 at the root: %d %s", resp.StatusCode, b)
+	// a2a-go/v2's client, given only the pipeline's root card: the model's
+	// answer as the agent's message.
+	if v := up.Send(t, up.Client(t, base), up.Msg("hi")); v.Message == nil || turnText(v) != fixtureReply {
+		t.Errorf("A2A v1.0 at the root: message %v, text %q, want the message %q", v.Message != nil, turnText(v), fixtureReply)
 	}
 	resp, b = testkit.Do(t, http.MethodPost, base+"/pools/demo/v1/requests?wait=true", `{"params":{"text":"hi","frames":1}}`)
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"pool":"demo"`) || strings.Contains(string(b), `"Hello`) {
