@@ -65,7 +65,7 @@ func devLayout(defaultPool string, defaultSet bool, bridged *devPool) ([]devPool
 		return pools, defaultPool, err
 	}
 	if !defaultSet || defaultPool == bridged.name {
-		pools, err := devPools("demo")
+		pools, err := devPools(demo.Pool)
 		return append([]devPool{*bridged}, pools...), bridged.name, err
 	}
 	pools, err := devPools(defaultPool)

@@ -88,7 +88,7 @@ func checkPoolFlag(fs *flag.FlagSet, pool string) error {
 // own (no upstream): the one list that `e2a help`, `e2a agent -h`, --pool's
 // usage and the refusal of any other pool without an upstream name (the
 // help said "demo, workflow" while tck and tck-basic ran too).
-var builtinAgentPools = []string{"demo", tck.Pool, tck.BasicPool, workflow.Pool}
+var builtinAgentPools = []string{demo.Pool, tck.Pool, tck.BasicPool, workflow.Pool}
 
 // noBuiltinAgent is the refusal of pool, which has no built-in agent and
 // was given no upstream.
@@ -113,7 +113,7 @@ func bridgeConcurrency(conc int, u UpstreamConfig) int {
 // E2A_METRICS_ADDR instead when set).
 func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	pool := fs.String("pool", "demo", "agent pool to serve: a built-in one ("+strings.Join(builtinAgentPools, ", ")+"), or any name with an upstream")
+	pool := fs.String("pool", demo.Pool, "agent pool to serve: a built-in one ("+strings.Join(builtinAgentPools, ", ")+"), or any name with an upstream")
 	concurrency := fs.Int("concurrency", 64, "requests handled at once (a bridge worker: at most E2A_UPSTREAM_MAX_IN_FLIGHT)")
 	ackWait := fs.Duration("ack-wait", cfg.AgentAckWait, "how long a request may go without this worker's heartbeat before another worker takes it over (default E2A_AGENT_ACK_WAIT, else 4s; at least 1s; every worker of a pool must use the same)")
 	var bf bridgeFlags
@@ -172,7 +172,7 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		if h, err = newBridge(ctx, js, cfg, *pool, up, reg, log); err != nil {
 			return fmt.Errorf("pool %s: %w", *pool, err)
 		}
-	case *pool == "demo":
+	case *pool == demo.Pool:
 		h = demo.New()
 	case *pool == tck.Pool:
 		if h, err = tck.New(); err != nil {
