@@ -109,10 +109,7 @@ func TestRateLimitBytesOldValue(t *testing.T) {
 	s := rlRunServer(t)
 	clk := &rlClock{t: rlBase}
 	_, js := rlConnect(t, s)
-	kv, err := EnsureRateLimitBucket(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := rlBucket(t, js)
 	minute, hour, day := rlBase.Unix()/60, rlBase.Unix()/3600, rlBase.Unix()/86400
 	old := []byte("[[" + strconv.FormatInt(minute, 10) + ",4],[" + strconv.FormatInt(hour, 10) + ",9],[" + strconv.FormatInt(day, 10) + ",9]]")
 	if _, err := kv.Put(context.Background(), rateLimitKey("alice"), old); err != nil {

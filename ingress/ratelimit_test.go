@@ -72,17 +72,22 @@ func (c *rlClock) add(d time.Duration) {
 // one bucket.
 func rlReplicas(t *testing.T, s *server.Server, n int, cfg LimiterConfig, opts ...LimiterOption) []*Limiter {
 	t.Helper()
-	ctx := context.Background()
 	var out []*Limiter
 	for i := 0; i < n; i++ {
 		_, js := rlConnect(t, s)
-		kv, err := EnsureRateLimitBucket(ctx, js)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, NewLimiter(kv, cfg, opts...))
+		out = append(out, NewLimiter(rlBucket(t, js), cfg, opts...))
 	}
 	return out
+}
+
+// rlBucket is E2A_RATELIMIT through js, made when missing.
+func rlBucket(t *testing.T, js jetstream.JetStream) jetstream.KeyValue {
+	t.Helper()
+	kv, err := EnsureRateLimitBucket(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }
 
 // base is 10:00:30 UTC on some day: 30 s into a minute, 30 s into an hour.
@@ -239,10 +244,7 @@ func TestRateLimitFailOpenToLocalLimits(t *testing.T) {
 	clk := &rlClock{t: rlBase}
 	var hookErrs atomic.Int64
 	nc, js := rlConnect(t, s)
-	kv, err := EnsureRateLimitBucket(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := rlBucket(t, js)
 	l := NewLimiter(kv, LimiterConfig{Limits: RateLimits{PerMinute: 4}}, WithLimiterClock(clk.now),
 		WithLimiterErrorHook(func(err error) {
 			if !errors.Is(err, ErrRateLimitUnavailable) {
@@ -302,10 +304,7 @@ func TestRateLimitFailOpenToLocalLimits(t *testing.T) {
 func TestRateLimitFailOpenOnServerTimeout(t *testing.T) {
 	s := rlRunServer(t)
 	_, js := rlConnect(t, s, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	kv, err := EnsureRateLimitBucket(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := rlBucket(t, js)
 	l := NewLimiter(kv, LimiterConfig{Limits: DefaultRateLimits(), OpTimeout: 100 * time.Millisecond})
 	if d, _ := l.Allow(context.Background(), "p"); !d.Allowed || d.Degraded {
 		t.Fatalf("healthy: %+v", d)
@@ -335,10 +334,7 @@ func TestRateLimitFailClosed(t *testing.T) {
 	s := rlRunServer(t)
 	clk := &rlClock{t: rlBase}
 	nc, js := rlConnect(t, s)
-	kv, err := EnsureRateLimitBucket(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := rlBucket(t, js)
 	l := NewLimiter(kv, LimiterConfig{Limits: DefaultRateLimits(), FailClosed: true}, WithLimiterClock(clk.now))
 	ctx := context.Background()
 	if d, err := l.Allow(ctx, "p"); err != nil || !d.Allowed {
@@ -456,10 +452,7 @@ func TestRateLimitBucketProvisioning(t *testing.T) {
 	s := rlRunServer(t)
 	_, js := rlConnect(t, s)
 	ctx := context.Background()
-	kv, err := EnsureRateLimitBucket(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := rlBucket(t, js)
 	st, _ := kv.Status(ctx)
 	if st.TTL() != RateLimitBucketTTL || st.History() != 1 {
 		t.Fatalf("bucket %v %d", st.TTL(), st.History())
