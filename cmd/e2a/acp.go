@@ -4,11 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
@@ -75,22 +78,13 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 	}
 	defer stopNATS()
 	reg := newRegistry(natsEvents)
-	h, runOpts := agent.Handler(demo.New()), cfg.agentOptions()
-	if up != nil {
-		// The upstream is checked here, before the editor is answered: a
-		// refusal ends the command as it ends `e2a agent`.
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return err
-		}
-		if h, err = newBridge(ctx, js, cfg, *pool, *up, reg, log); err != nil {
-			return fmt.Errorf("pool %s: %w", *pool, err)
-		}
-		runOpts = append(runOpts, agent.WithConcurrency(bridgeConcurrency(agent.DefaultConcurrency, *up)))
+	h, runOpts, err := acpAgent(ctx, cfg, nc, *pool, up, reg, log)
+	if err != nil {
+		return err
 	}
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	agentDone := make(chan error, 1)
-	if cfg.NatsURL == "" {
+	if h != nil {
 		go func() {
 			agentDone <- agent.Run(agentCtx, nc, *pool, h, append(runOpts, agent.WithMetrics(reg), agent.WithLogger(log))...)
 		}()
@@ -122,6 +116,30 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 	}
 	log.Info("acp: serving on stdio", "pool", *pool, "embedded", cfg.NatsURL == "", "principal", principal)
 	return ingress.ServeACPStdio(serveCtx, os.Stdin, os.Stdout, in)
+}
+
+// acpAgent is the agent `e2a acp` runs in its process, with its run
+// options: none when it forwards to a pipeline (E2A_NATS_URL), the
+// upstream's bridge when one is given (checked here, before the editor is
+// answered: a refusal ends the command as it ends `e2a agent`), else the
+// demo agent.
+func acpAgent(ctx context.Context, cfg Config, nc *nats.Conn, pool string, up *UpstreamConfig, reg prometheus.Registerer, log *slog.Logger) (agent.Handler, []agent.Option, error) {
+	runOpts := cfg.agentOptions()
+	switch {
+	case cfg.NatsURL != "":
+		return nil, nil, nil
+	case up == nil:
+		return demo.New(), runOpts, nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := newBridge(ctx, js, cfg, pool, *up, reg, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pool %s: %w", pool, err)
+	}
+	return h, append(runOpts, agent.WithConcurrency(bridgeConcurrency(agent.DefaultConcurrency, *up))), nil
 }
 
 // The editor's credential for `e2a acp` under the pipeline's auth, in the

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestACPBridgeOpenAI: `e2a acp --openai URL --model M`, spawned as an
@@ -31,22 +34,13 @@ func TestACPBridgeOpenAI(t *testing.T) {
 	}
 	prompt := func(text string) (reply string, call chatCall) {
 		t.Helper()
-		res, err := p.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
-		if err != nil || res.StopReason != acp.StopReasonEndTurn {
-			t.Fatalf("prompt %q: %+v %v", text, res, err)
-		}
-		var b strings.Builder
-		for _, u := range p.rec.Take(sess.SessionId) {
-			if u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil {
-				b.WriteString(u.AgentMessageChunk.Content.Text.Text)
-			}
-		}
+		reply = acpPrompt(t, ctx, p, sess.SessionId, text)
 		select {
 		case call = <-calls:
 		case <-ctx.Done():
 			t.Fatal("the model was not called")
 		}
-		return b.String(), call
+		return reply, call
 	}
 	reply, first := prompt("first question")
 	if reply != fixtureReply || first.Auth != "Bearer "+key || !strings.Contains(first.Body, "first question") {
@@ -64,6 +58,57 @@ func TestACPBridgeOpenAI(t *testing.T) {
 	p.stop(t)
 	if out := p.stderr.String(); strings.Contains(out, key) || !strings.Contains(out, `"pool":"agent"`) {
 		t.Errorf("stderr holds the key or names no pool agent:\n%s", out)
+	}
+}
+
+// acpPrompt sends text as a prompt of session and returns the agent's
+// message chunks' text, failing t unless the turn ends end_turn.
+func acpPrompt(t *testing.T, ctx context.Context, p *acpProc, session acp.SessionId, text string) string {
+	t.Helper()
+	res, err := p.conn.Prompt(ctx, acp.PromptRequest{SessionId: session, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
+	if err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt %q: %+v %v", text, res, err)
+	}
+	var b strings.Builder
+	for _, u := range p.rec.Take(session) {
+		if u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil {
+			b.WriteString(u.AgentMessageChunk.Content.Text.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestACPForwards: `e2a acp --pool P` with E2A_NATS_URL runs no pipeline
+// or agent of its own: the editor's prompts go to that pipeline's pool
+// (here `e2a dev --openai`'s bridged pool), whose agent answers them.
+func TestACPForwards(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const key = "sk-test-forward-1a2b3c"
+	upstream, calls := openAIFixture(t, key)
+	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key},
+		"dev", "--openai", upstream.URL+"/v1", "--model", "test-model")
+	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	base := m[1]
+	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
+	waitPoolLive(t, base, "agent")
+	p := startACPWith(t, ctx, []string{"--pool", "agent"}, "E2A_NATS_URL="+m[1], "E2A_LOG_LEVEL=info")
+	if _, err := p.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	sess, err := p.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	if reply := acpPrompt(t, ctx, p, sess.SessionId, "forwarded question"); reply != fixtureReply {
+		t.Errorf("reply %q, want the model's %q", reply, fixtureReply)
+	}
+	if call := testkit.Receive(t, calls, 30*time.Second, "the model was not called"); !strings.Contains(call.Body, "forwarded question") {
+		t.Errorf("the model's call: %s", call.Body)
+	}
+	p.stop(t)
+	if out := p.stderr.String(); !strings.Contains(out, `"embedded":false`) || !strings.Contains(out, `"pool":"agent"`) {
+		t.Errorf("stderr does not say it forwards to pool agent:\n%s", out)
 	}
 }
 
