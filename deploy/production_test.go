@@ -46,7 +46,10 @@ func TestProductionDeployment(t *testing.T) {
 	c := startNATSCluster(t, 3)
 	d := newDeployment(t, c)
 	t.Logf("cluster and e2a binary ready in %v", time.Since(testStart).Round(time.Millisecond))
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	// A backstop for the calls below: each step waits within its own bound.
+	// (100 s was once less than the whole test took on a machine running
+	// two other suites at once, 130 s: every call after it failed.)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	// Provisioning, as the Job does.
