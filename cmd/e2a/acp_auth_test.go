@@ -66,15 +66,11 @@ func TestACPAuthCredentialServes(t *testing.T) {
 	defer cancel()
 	p := startACP(t, ctx, "E2A_NATS_PORT=0", "E2A_STORE_DIR="+t.TempDir(), "E2A_REQUESTS_MAX_BYTES=67108864", acpKeys,
 		"E2A_ACP_API_KEY="+acpAliceKey)
-	ini, err := p.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
-	if err != nil || len(ini.AuthMethods) == 0 {
-		t.Fatalf("initialize: %+v %v", ini, err)
+	ini, sess := p.open(t, ctx)
+	if len(ini.AuthMethods) == 0 {
+		t.Fatalf("initialize lists no auth methods: %+v", ini)
 	}
-	sess, err := p.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatalf("session/new: %v", err)
-	}
-	res, err := p.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("hello")}})
+	res, err := p.conn.Prompt(ctx, acp.PromptRequest{SessionId: sess, Prompt: []acp.ContentBlock{acp.TextBlock("hello")}})
 	if err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("prompt: %+v %v", res, err)
 	}

@@ -25,16 +25,10 @@ func TestACPBridgeOpenAI(t *testing.T) {
 	upstream, calls := openAIFixture(t, key)
 	p := startACPWith(t, ctx, []string{"--openai", upstream.URL + "/v1", "--model", "test-model"},
 		"E2A_NATS_PORT=0", "E2A_STORE_DIR="+t.TempDir(), "E2A_REQUESTS_MAX_BYTES=67108864", "E2A_LOG_LEVEL=info", "E2A_UPSTREAM_API_KEY="+key)
-	if _, err := p.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-		t.Fatalf("initialize: %v", err)
-	}
-	sess, err := p.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatalf("session/new: %v", err)
-	}
+	_, sess := p.open(t, ctx)
 	prompt := func(text string) (reply string, call chatCall) {
 		t.Helper()
-		reply = acpPrompt(t, ctx, p, sess.SessionId, text)
+		reply = acpPrompt(t, ctx, p, sess, text)
 		select {
 		case call = <-calls:
 		case <-ctx.Done():
@@ -93,14 +87,8 @@ func TestACPForwards(t *testing.T) {
 	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
 	waitPoolLive(t, base, "agent")
 	p := startACPWith(t, ctx, []string{"--pool", "agent"}, "E2A_NATS_URL="+m[1], "E2A_LOG_LEVEL=info")
-	if _, err := p.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-		t.Fatalf("initialize: %v", err)
-	}
-	sess, err := p.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatalf("session/new: %v", err)
-	}
-	if reply := acpPrompt(t, ctx, p, sess.SessionId, "forwarded question"); reply != fixtureReply {
+	_, sess := p.open(t, ctx)
+	if reply := acpPrompt(t, ctx, p, sess, "forwarded question"); reply != fixtureReply {
 		t.Errorf("reply %q, want the model's %q", reply, fixtureReply)
 	}
 	if call := testkit.Receive(t, calls, 30*time.Second, "the model was not called"); !strings.Contains(call.Body, "forwarded question") {

@@ -123,6 +123,22 @@ func startACPWith(t *testing.T, ctx context.Context, args []string, env ...strin
 	return p
 }
 
+// open initializes the connection and opens a session (its cwd a temporary
+// directory), failing t if either fails; it returns initialize's answer
+// and the session's id.
+func (p *acpProc) open(t *testing.T, ctx context.Context) (acp.InitializeResponse, acp.SessionId) {
+	t.Helper()
+	ini, err := p.conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+	if err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	sess, err := p.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatalf("session/new: %v", err)
+	}
+	return ini, sess.SessionId
+}
+
 // stop closes its stdin, as an editor closing the pipe, and waits for it
 // to exit cleanly.
 func (p *acpProc) stop(t *testing.T) {
