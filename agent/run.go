@@ -88,6 +88,9 @@ type worker struct {
 	// goroutines (gopool.go); run closes it on its way out.
 	gos       *goPool
 	stopCause error // set by stopAll: requests picked up later stop at once
+	// draining is set once Run drains (handBackWaiting): a turn waiting
+	// for the turn before it is handed back then, not run; guarded by mu.
+	draining bool
 	// advisories counts the closes the max-deliveries advisory started
 	// (onMaxDeliveries), which Run waits for once advisoriesJoined is set
 	// (joinAdvisories); guarded by mu.
@@ -117,6 +120,9 @@ type request struct {
 	slot      *slot     // the fetch loop's slot it holds
 	stored    time.Time // when its envelope was stored (JetStream's timestamp)
 	cancelled bool      // a live cancel arrived before stop was set
+	// waiting: its handler not run, it waits for the turns before it
+	// (waitTurn, holdUnrun); guarded by worker.mu.
+	waiting bool
 	// recheck is when its stored cancel is read again, recheckStep the
 	// wait after that read (missed.go); both guarded by worker.mu.
 	recheck     time.Time
@@ -131,9 +137,12 @@ type request struct {
 // frame fenced (see Writer). A consumer deleted under it is made again
 // with the same configuration (rebind.go).
 //
-// When ctx is done Run stops pulling, waits up to the drain timeout for
-// in-flight requests, hands the others back to the pool (Nak, their handlers'
-// contexts cancelled with ErrShutdown) and returns nil. It returns an error
+// When ctx is done Run stops pulling, hands back at once the later turns
+// of a task or session still waiting for the turn before them (their
+// handlers have not run: another worker takes them), waits up to the drain
+// timeout for the other in-flight requests, hands those left back to the
+// pool (Nak, their handlers' contexts cancelled with ErrShutdown) and
+// returns nil. It returns an error
 // when the options are invalid, the consumer cannot be made, or the
 // connection is closed under it. Run returns once the closes a
 // max-deliveries advisory started, and its cancel watch's read of the
@@ -310,7 +319,9 @@ func (w *worker) run(ctx context.Context) error {
 		w.waitOrStop(time.Second)
 		return fmt.Errorf("agent: pool %s: %w", w.pool, ferr)
 	}
-	// Drain: wait for in-flight requests, then hand the rest back.
+	// Drain: hand back the turns that wait, wait for the other in-flight
+	// requests, then hand the rest back.
+	w.handBackWaiting()
 	if !w.waitFor(w.cfg.drainTimeout) {
 		w.log.Info("drain timeout: handing back in-flight requests", "in_flight", w.inFlight())
 		w.stopAll(ErrShutdown)
@@ -347,6 +358,43 @@ func (w *worker) inFlight() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.active)
+}
+
+// handBackWaiting begins the drain: every turn waiting for the turn
+// before it is stopped with ErrShutdown (handed back to the pool), and so
+// is one that begins to wait from now on (setWaiting). Such a turn has
+// not started: kept, it would hold this worker's drain until the turn
+// before it ended (which may run on another worker, for longer than the
+// drain), then start its handler in a worker that is stopping.
+func (w *worker) handBackWaiting() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.draining = true
+	n := 0
+	for r := range w.active {
+		if r.waiting && r.stop != nil {
+			r.stop(ErrShutdown)
+			n++
+		}
+	}
+	if n > 0 {
+		w.log.Info("draining: handing back turns waiting for the turn before them", "waiting", n)
+	}
+}
+
+// setWaiting marks r as waiting for the turns before it (on), or as done
+// waiting; it reports false, r stopped with ErrShutdown, once the worker
+// drains (handBackWaiting): a turn whose wait ends then is handed back,
+// not run.
+func (w *worker) setWaiting(r *request, on bool) (ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r.waiting = on
+	if w.draining && r.stop != nil {
+		r.stop(ErrShutdown)
+		return false
+	}
+	return true
 }
 
 func (w *worker) stopAll(cause error) {

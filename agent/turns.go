@@ -141,9 +141,9 @@ func (w *worker) awaitTurn(hctx context.Context, d *delivery, r *request, chain 
 // running turn, and the turn queued behind it, finding the turn before
 // it ended, ran alongside that one. r stays registered meanwhile (its
 // delivery kept by heartbeats, a further cancel changing nothing) without
-// its slot. A shutdown or a fence ends the hold: held is then the context
-// whose cause says how r stops (stopped); nil when r is to end now, as
-// refused.
+// its slot. A shutdown (from the drain's start) or a fence ends the hold:
+// held is then the context whose cause says how r stops (stopped); nil
+// when r is to end now, as refused.
 func (w *worker) holdUnrun(d *delivery, r *request, chain []string) (held context.Context) {
 	hold, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
@@ -156,7 +156,11 @@ func (w *worker) holdUnrun(d *delivery, r *request, chain []string) (held contex
 	// Stopped already: a re-read of its stored cancel (missed.go) neither
 	// counts nor logs it as a cancel the subscription missed.
 	r.cancelled = true
+	r.waiting = true
 	stopping := w.stopCause
+	if stopping == nil && w.draining {
+		stopping = ErrShutdown
+	}
 	w.mu.Unlock()
 	if stopping != nil {
 		stop(stopping)
@@ -232,8 +236,15 @@ func (w *worker) waitTurn(ctx context.Context, r *request, chain []string, meta 
 	if err != nil && ctx.Err() == nil {
 		log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", target, "err", err)
 	}
+	if !w.setWaiting(r, true) {
+		return context.Cause(ctx)
+	}
 	r.slot.release()
-	if err := w.waitEarlier(ctx, chain, target, meta, log, nil); err != nil {
+	err = w.waitEarlier(ctx, chain, target, meta, log, nil)
+	if !w.setWaiting(r, false) {
+		return context.Cause(ctx)
+	}
+	if err != nil {
 		return err
 	}
 	if !r.slot.acquire(ctx) {

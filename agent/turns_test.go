@@ -234,6 +234,81 @@ func TestTurnStoppedWhileWaiting(t *testing.T) {
 	}
 }
 
+// A stopping worker hands a turn that waits for the turn before it back at
+// once (its handler has not run), instead of holding it through its drain
+// until that turn ends and then starting it as it stops: another worker
+// takes it while the turn before still runs on the stopping one, and runs
+// it once that turn has ended.
+func TestWaitingTurnHandedBackAtDrain(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const pool = "dturns"
+	started, release := make(chan struct{}), make(chan struct{})
+	var ranOnFirst, ranOnSecond atomic.Int32
+	held := make(chan string, 4)
+	first := startWorker(t, s.connect(t), pool, agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID == "drain-1" {
+			close(started)
+			<-release
+			return w.Complete("one")
+		}
+		ranOnFirst.Add(1)
+		return w.Complete("two on the stopping worker")
+	}), agent.WithConcurrency(3), agent.WithDrainTimeout(time.Minute), agent.WithTurnHeld(func(id string) { held <- id }))
+	waitConsumer(t, s.js, pool)
+	publish(t, s.js, pool, request("drain-1", nil))
+	testkit.Receive(t, started, 10*time.Second, "turn 1 did not start")
+	publishAfter(t, s.js, pool, request("drain-2", nil), "drain-1")
+	waitPending(t, s.js, pool, 2)
+	// Turn 3, cancelled while it waits: held until the turns before it
+	// have ended, so that its end is stored after theirs.
+	publishAfterTurns(t, s.js, pool, request("drain-3", nil), "drain-2", "drain-1")
+	waitPending(t, s.js, pool, 3)
+	if _, err := agent.Cancel(tctx(t), s.js, "drain-3"); err != nil {
+		t.Fatal(err)
+	}
+	if id := testkit.Receive(t, held, 10*time.Second, "the cancelled turn 3 held"); id != "drain-3" {
+		t.Fatalf("held %q", id)
+	}
+
+	first.cancel() // the drain begins: turn 1 runs on, turns 2 and 3 wait
+	startWorker(t, s.connect(t), pool, agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		ranOnSecond.Add(1)
+		return w.Complete("two")
+	}))
+	name, _ := streams.AgentConsumerName(pool)
+	testkit.Eventually(t, 10*time.Second, "turns 2 and 3 handed back and delivered again while turn 1 runs", func() bool {
+		c, err := s.js.Consumer(tctx(t), streams.RequestsStream, name)
+		return err == nil && c.CachedInfo().Delivered.Consumer >= 5
+	})
+	for _, id := range []string{"drain-2", "drain-3"} {
+		if fr, _ := storedFrames(t, s.nc, id); len(fr) != 0 {
+			t.Fatalf("%s wrote frames while turn 1 runs: %+v", id, fr)
+		}
+	}
+	close(release)
+	if err := first.stop(); err != nil {
+		t.Fatalf("the stopping worker: %v", err)
+	}
+	_, final1 := finalSeq(t, s, "drain-1")
+	first2, final2 := finalSeq(t, s, "drain-2")
+	if first2 <= final1 {
+		t.Errorf("turn 2 began at stream sequence %d, before turn 1's end (%d)", first2, final1)
+	}
+	first3, _ := finalSeq(t, s, "drain-3")
+	if first3 <= final2 {
+		t.Errorf("turn 3's end at stream sequence %d, before turn 2's (%d)", first3, final2)
+	}
+	if fr, _ := storedFrames(t, s.nc, "drain-3"); len(fr) != 1 {
+		t.Errorf("turn 3: %d frames, want its cancel alone", len(fr))
+	} else if e, err := fr[0].Error(); err != nil || e.Code != e2a.ErrCodeCancelled {
+		t.Errorf("turn 3 ended %+v, want %s", fr[0], e2a.ErrCodeCancelled)
+	}
+	if a, b := ranOnFirst.Load(), ranOnSecond.Load(); a != 0 || b != 1 {
+		t.Errorf("turn 2 ran %d times on the stopping worker and %d on the other; want 0 and 1", a, b)
+	}
+}
+
 // A turn naming a request that is never stored (its publish failed) runs
 // once the grace has passed, as does one whose listed earlier turns are
 // none stored either; one naming itself, or an id outside the
