@@ -82,7 +82,7 @@ func TestACPForwards(t *testing.T) {
 	upstream, calls := openAIFixture(t, key)
 	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key},
 		"dev", "--openai", upstream.URL+"/v1", "--model", "test-model")
-	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, _ := waitLine(t, devOut, devAddr)
 	base := m[1]
 	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
 	waitPoolLive(t, base, "agent")

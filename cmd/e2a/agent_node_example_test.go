@@ -20,7 +20,7 @@ import (
 func TestAgentBridgeHTTPNodeExample(t *testing.T) {
 	port := proctest.Start(t, proctest.Node(t), "../../examples/httpagent/agent.mjs", "0")
 	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, _ := waitLine(t, devOut, devAddr)
 	base := m[1]
 	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
 	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"},

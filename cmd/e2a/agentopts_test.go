@@ -99,7 +99,7 @@ func TestDevAgentAckWait(t *testing.T) {
 // client cancels), a quick one completes.
 func TestAgentDeadline(t *testing.T) {
 	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_AGENT_DEADLINE=2s"}, "dev")
-	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, _ := waitLine(t, devOut, devAddr)
 	ask := func(params string) string {
 		_, b := testkit.Do(t, "POST", m[1]+"/v1/requests?wait=true", `{"params":`+params+`}`)
 		return string(b)

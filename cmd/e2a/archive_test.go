@@ -108,7 +108,7 @@ func TestDevArchives(t *testing.T) {
 	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_PUSH=off",
 		"E2A_ARCHIVE_FLUSH_INTERVAL=100ms"}
 	stdout, _ := startBin(t, append(env, "E2A_ARCHIVE=true"), "dev")
-	m, banner := waitLine(t, stdout, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, banner := waitLine(t, stdout, devAddr)
 	base := m[1]
 	n, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
 	a, more := waitLine(t, stdout, regexp.MustCompile(`^\s+archiver\s+(.*)$`))

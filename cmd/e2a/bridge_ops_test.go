@@ -82,7 +82,7 @@ func postAsync(t *testing.T, base, pool, id string) {
 func TestOverBoundLeftToOtherWorkers(t *testing.T) {
 	upstream, calls, release := blockingAgent(t)
 	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, _ := waitLine(t, devOut, devAddr)
 	base := m[1]
 	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
 	natsURL := m[1]

@@ -64,7 +64,7 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 	upstream, auth := openAIFixture(t, key)
 
 	devOut, devErr := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, _ := waitLine(t, devOut, devAddr)
 	base := m[1]
 	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
 	natsURL := m[1]
@@ -151,7 +151,7 @@ func noSecretInLines(t *testing.T, secret string, chans ...<-chan string) {
 func TestAgentBridgeHTTP(t *testing.T) {
 	port := proctest.Start(t, proctest.Python3(t), "../../examples/httpagent/agent.py", "0")
 	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, _ := waitLine(t, devOut, devAddr)
 	base := m[1]
 	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
 	// No server at the URL fails the command at start (exit 1), naming it.
@@ -213,7 +213,7 @@ func waitPoolLive(t *testing.T, base, pool string) {
 func TestAgentBridgeA2A(t *testing.T) {
 	srv := up.Start(t, up.Options{Binding: up.JSONRPC})
 	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, _ := waitLine(t, devOut, devAddr)
 	base := m[1]
 	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
 	natsURL := m[1]

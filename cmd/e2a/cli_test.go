@@ -187,7 +187,7 @@ func TestDevPortTaken(t *testing.T) {
 // (a typo) at once, and /readyz says which pools have a live worker.
 func TestDevPools(t *testing.T) {
 	stdout, stderr := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json"}, "dev")
-	m, banner := waitLine(t, stdout, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, banner := waitLine(t, stdout, devAddr)
 	base := m[1]
 	// The banner is plain text on stdout; the logs on stderr stay
 	// structured, one JSON object a line (the provisioning report too).

@@ -115,7 +115,7 @@ func TestDevBridgeOpenAI(t *testing.T) {
 	upstream, auth := openAIFixture(t, key)
 	stdout, stderr := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key},
 		"dev", "--openai", upstream.URL+"/v1", "--model", "test-model")
-	m, banner := waitLine(t, stdout, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, banner := waitLine(t, stdout, devAddr)
 	base := m[1]
 	_, rest := waitLine(t, stdout, regexp.MustCompile(`^Ctrl-C stops`))
 	banner = append(banner, rest...)
@@ -162,7 +162,7 @@ func TestDevBridgeOpenAI(t *testing.T) {
 func TestDevBridgeA2A(t *testing.T) {
 	srv := up.Start(t, up.Options{Binding: up.JSONRPC})
 	stdout, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev", "--pool", "travel", "--a2a", srv.CardURL())
-	m, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, _ := waitLine(t, stdout, devAddr)
 	base := m[1]
 	waitLine(t, stdout, regexp.MustCompile(`agent pools "travel" \(the A2A agent at http://127\.0\.0\.1:\d+`))
 	waitPoolLive(t, base, "travel")

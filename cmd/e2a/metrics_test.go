@@ -62,6 +62,10 @@ func startBin(t *testing.T, env []string, args ...string) (stdout, stderr <-chan
 	return stdout, stderr
 }
 
+// devAddr matches the line of `e2a dev`'s banner naming its HTTP base URL
+// (the first submatch), the line every test of dev waits for.
+var devAddr = regexp.MustCompile(`^\s*HTTP\s+(http://\S+)`)
+
 // waitLine returns the first line of ch that matches re (its submatches),
 // and the lines read before it.
 func waitLine(t *testing.T, ch <-chan string, re *regexp.Regexp) ([]string, []string) {

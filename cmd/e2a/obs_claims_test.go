@@ -80,7 +80,7 @@ func startObsProc(t *testing.T, env []string, args ...string) (*obsProc, string)
 		t.Fatal(err)
 	}
 	base := make(chan string, 1)
-	re := regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`)
+	re := devAddr
 	go func() {
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(nil, 1<<20)

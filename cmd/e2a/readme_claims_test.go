@@ -265,7 +265,7 @@ func shellScan(line string, quote rune) (string, rune) {
 // behind the pool, whose requests then answer the demo agent's text.
 func TestREADMEAgentA2ABridgesDev(t *testing.T) {
 	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	m, _ := waitLine(t, devOut, devAddr)
 	base := m[1]
 	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
 	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"}, "agent", "--pool", "travel", "--a2a", base)

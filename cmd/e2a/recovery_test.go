@@ -83,8 +83,6 @@ func (p *e2aProc) kill() {
 	<-p.exited
 }
 
-var devAddr = regexp.MustCompile(`^\s*HTTP\s+(http://\S+)`)
-
 // TestDevKilledMidStream: `e2a dev` is SIGKILLed while 32 requests stream
 // (44 frames, 100 ms apart) and restarted on the same store; each client
 // resumes on the new process with Last-Event-ID (e2a bench --recovery
