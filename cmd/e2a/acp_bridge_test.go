@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -80,13 +79,9 @@ func TestACPForwards(t *testing.T) {
 	defer cancel()
 	const key = "sk-test-forward-1a2b3c"
 	upstream, calls := openAIFixture(t, key)
-	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key},
-		"dev", "--openai", upstream.URL+"/v1", "--model", "test-model")
-	m, _ := waitLine(t, devOut, devAddr)
-	base := m[1]
-	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
-	waitPoolLive(t, base, "agent")
-	p := startACPWith(t, ctx, []string{"--pool", "agent"}, "E2A_NATS_URL="+m[1], "E2A_LOG_LEVEL=info")
+	dev := startDev(t, []string{"E2A_UPSTREAM_API_KEY=" + key}, "--openai", upstream.URL+"/v1", "--model", "test-model")
+	waitPoolLive(t, dev.base, "agent")
+	p := startACPWith(t, ctx, []string{"--pool", "agent"}, "E2A_NATS_URL="+dev.nats, "E2A_LOG_LEVEL=info")
 	_, sess := p.open(t, ctx)
 	if reply := acpPrompt(t, ctx, p, sess, "forwarded question"); reply != fixtureReply {
 		t.Errorf("reply %q, want the model's %q", reply, fixtureReply)

@@ -19,11 +19,9 @@ import (
 // runs the Python example, which answers the GET 501.)
 func TestAgentBridgeHTTPNodeExample(t *testing.T) {
 	port := proctest.Start(t, proctest.Node(t), "../../examples/httpagent/agent.mjs", "0")
-	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, devAddr)
-	base := m[1]
-	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
-	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"},
+	dev := startDev(t, nil)
+	base := dev.base
+	_, agentErr := startBin(t, joinEnv(dev.nats),
 		"agent", "--pool", "js", "--http", "http://127.0.0.1:"+strconv.Itoa(port)+"/")
 	got, _ := waitLine(t, agentErr, regexp.MustCompile(`agent pool running|does not answer.*`))
 	if got[0] != "agent pool running" {

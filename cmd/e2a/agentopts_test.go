@@ -37,7 +37,7 @@ func TestAgentAckWaitAndWorkerID(t *testing.T) {
 			emb, nc := natstest.RunServer(t)
 			p := pipetest.Start(t, pipetest.WithConn(nc))
 			worker := c.env[0][len("E2A_AGENT_WORKER_ID="):]
-			_, agentErr := startBin(t, append([]string{"E2A_NATS_URL=" + emb.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0"}, c.env...),
+			_, agentErr := startBin(t, append(joinEnv(emb.ClientURL()), c.env...),
 				append([]string{"agent", "--pool", c.pool}, c.args...)...)
 			waitLine(t, agentErr, regexp.MustCompile(`"msg":"agent pool running".*"worker":"`+worker+`"`))
 
@@ -70,9 +70,8 @@ func TestAgentAckWaitAndWorkerID(t *testing.T) {
 // TestDevAgentAckWait: `e2a dev` runs its pools with E2A_AGENT_ACK_WAIT,
 // so that an `e2a agent` of the same pool beside it can use the same.
 func TestDevAgentAckWait(t *testing.T) {
-	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_AGENT_ACK_WAIT=3s"}, "dev")
-	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
-	nc, err := nats.Connect(m[1])
+	dev := startDev(t, []string{"E2A_AGENT_ACK_WAIT=3s"})
+	nc, err := nats.Connect(dev.nats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +97,9 @@ func TestDevAgentAckWait(t *testing.T) {
 // upstream that hangs mid-stream would otherwise hold its slot until the
 // client cancels), a quick one completes.
 func TestAgentDeadline(t *testing.T) {
-	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_AGENT_DEADLINE=2s"}, "dev")
-	m, _ := waitLine(t, devOut, devAddr)
+	dev := startDev(t, []string{"E2A_AGENT_DEADLINE=2s"})
 	ask := func(params string) string {
-		_, b := testkit.Do(t, "POST", m[1]+"/v1/requests?wait=true", `{"params":`+params+`}`)
+		_, b := testkit.Do(t, "POST", dev.base+"/v1/requests?wait=true", `{"params":`+params+`}`)
 		return string(b)
 	}
 	if b := ask(`{"text":"slow","frames":20,"delay_ms":500}`); !strings.Contains(b, e2a.ErrCodeDeadlineExceeded) {

@@ -105,15 +105,12 @@ func checkArchivedOnce(t *testing.T, ctx context.Context, nc *nats.Conn, last ui
 // batches beside the agent pools' series. Without E2A_ARCHIVE it says it
 // does not run the archiver.
 func TestDevArchives(t *testing.T) {
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_PUSH=off",
-		"E2A_ARCHIVE_FLUSH_INTERVAL=100ms"}
-	stdout, _ := startBin(t, append(env, "E2A_ARCHIVE=true"), "dev")
-	m, banner := waitLine(t, stdout, devAddr)
-	base := m[1]
-	n, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
-	a, more := waitLine(t, stdout, regexp.MustCompile(`^\s+archiver\s+(.*)$`))
+	env := []string{"E2A_LOG_FORMAT=json", "E2A_PUSH=off", "E2A_ARCHIVE_FLUSH_INTERVAL=100ms"}
+	dev := startDev(t, append(env, "E2A_ARCHIVE=true"))
+	base := dev.base
+	a, more := waitLine(t, dev.stdout, regexp.MustCompile(`^\s+archiver\s+(.*)$`))
 	if !strings.Contains(a[1], "E2A_ARCHIVE") {
-		t.Errorf("banner %q", append(append(banner, more...), a[0]))
+		t.Errorf("banner %q", append(append(dev.banner, more...), a[0]))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -124,7 +121,7 @@ func TestDevArchives(t *testing.T) {
 			t.Fatalf("request %d: %d %s", i, code, body)
 		}
 	}
-	nc, err := nats.Connect(n[1])
+	nc, err := nats.Connect(dev.nats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +144,7 @@ func TestDevArchives(t *testing.T) {
 	})
 
 	t.Run("off by default", func(t *testing.T) {
-		_, stderr := startBin(t, env, "dev")
+		_, stderr := startBin(t, embeddedEnv(env...), "dev")
 		waitLine(t, stderr, regexp.MustCompile(`"msg":"archiver not run here".*"E2A_ARCHIVE":false`))
 	})
 }

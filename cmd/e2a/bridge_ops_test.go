@@ -81,12 +81,9 @@ func postAsync(t *testing.T, base, pool, id string) {
 // while the first still runs).
 func TestOverBoundLeftToOtherWorkers(t *testing.T) {
 	upstream, calls, release := blockingAgent(t)
-	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, devAddr)
-	base := m[1]
-	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
-	natsURL := m[1]
-	agentEnv := []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_MAX_IN_FLIGHT=1"}
+	dev := startDev(t, nil)
+	base := dev.base
+	agentEnv := joinEnv(dev.nats, "E2A_UPSTREAM_MAX_IN_FLIGHT=1")
 	args := []string{"agent", "--pool", "slow", "--http", upstream.URL + "/agent"}
 
 	_, errA := startBin(t, agentEnv, args...)
@@ -151,7 +148,7 @@ func TestRefusedBoundPublishesNoCard(t *testing.T) {
 	_, nc := natstest.RunServer(t)
 	natsURL := nc.ConnectedUrl()
 
-	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_MAX_IN_FLIGHT=0"},
+	code, _, errOut := runBin(t, joinEnv(natsURL, "E2A_UPSTREAM_MAX_IN_FLIGHT=0"),
 		"agent", "--pool", "badbound", "--http", upstream.URL+"/agent")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1: %s", code, errOut)
@@ -188,8 +185,8 @@ func TestStartErrorHidesHeaderToken(t *testing.T) {
 	}))
 	defer upstream.Close()
 	_, nc := natstest.RunServer(t)
-	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0",
-		"E2A_UPSTREAM_HEADERS=Authorization: Bearer " + token},
+	code, _, errOut := runBin(t, joinEnv(nc.ConnectedUrl(),
+		"E2A_UPSTREAM_HEADERS=Authorization: Bearer "+token),
 		"agent", "--pool", "llm", "--openai", upstream.URL+"/v1", "--model", "m")
 	if code != 1 || !strings.Contains(errOut, "upstream_auth") {
 		t.Fatalf("exit %d, want 1 naming upstream_auth: %s", code, errOut)
@@ -216,7 +213,7 @@ func TestStartRefusedCredentialsSaidSo(t *testing.T) {
 		return srv.URL
 	}
 	_, nc := natstest.RunServer(t)
-	env := []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0"}
+	env := joinEnv(nc.ConnectedUrl())
 	for _, c := range []struct {
 		name string
 		env  []string
@@ -256,7 +253,7 @@ func TestNoModelListWarningURL(t *testing.T) {
 	upstream := httptest.NewServer(http.NotFoundHandler())
 	defer upstream.Close()
 	_, nc := natstest.RunServer(t)
-	_, stderr := startBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info"},
+	_, stderr := startBin(t, joinEnv(nc.ConnectedUrl(), "E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info"),
 		"agent", "--pool", "nolist", "--openai", upstream.URL+"/api?access="+token, "--model", "m")
 	m, _ := waitLine(t, stderr, regexp.MustCompile(`^.*no model list.*$`))
 	if !strings.Contains(m[0], `"upstream":"`+upstream.URL+`/…"`) || strings.Contains(m[0], token) {
@@ -272,7 +269,7 @@ func TestNoModelListWarningURL(t *testing.T) {
 func TestStartUnreachableSaysWhatWasTried(t *testing.T) {
 	port := natstest.FreePorts(t, 1)[0] // free: nothing listens there
 	_, nc := natstest.RunServer(t)
-	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0"},
+	code, _, errOut := runBin(t, joinEnv(nc.ConnectedUrl()),
 		"agent", "--pool", "llm", "--openai", fmt.Sprintf("http://127.0.0.1:%d/v1", port), "--model", "m")
 	want := fmt.Sprintf("the openai upstream http://127.0.0.1:%d/… does not answer (GET models): upstream_unreachable: Get ", port)
 	if code != 1 || !strings.Contains(errOut, want) || strings.Contains(errOut, "upstream_unreachable: upstream unreachable") {

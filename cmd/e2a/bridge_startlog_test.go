@@ -32,8 +32,8 @@ func TestBridgeStartLogNamesCredentials(t *testing.T) {
 			`"credentials_used":"api key, header X-Tenant"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env := append([]string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0",
-				"E2A_LOG_FORMAT=json", "E2A_UPSTREAM_API_KEY=", "E2A_UPSTREAM_HEADERS="}, c.env...)
+			env := append(embeddedEnv(
+				"E2A_LOG_FORMAT=json", "E2A_UPSTREAM_API_KEY=", "E2A_UPSTREAM_HEADERS="), c.env...)
 			_, stderr := startBin(t, env, "agent", "--pool", "logcheck", "--http", srv.URL+"/")
 			m, _ := waitLine(t, stderr, regexp.MustCompile(`"msg":"bridge".*`))
 			if !strings.Contains(m[0], c.want) {
@@ -57,8 +57,8 @@ func TestBridgeUpstreamURLShownByHost(t *testing.T) {
 	t.Cleanup(srv.Close)
 	const hook = "/hook/PATH_SECRET?token=Q"
 	leaks := func(s string) bool { return strings.Contains(s, "PATH_SECRET") || strings.Contains(s, "token=Q") }
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json",
-		"E2A_UPSTREAM_API_KEY=", "E2A_UPSTREAM_HEADERS=", "E2A_UPSTREAM_CONNECT_TIMEOUT=2s"}
+	env := embeddedEnv("E2A_LOG_FORMAT=json",
+		"E2A_UPSTREAM_API_KEY=", "E2A_UPSTREAM_HEADERS=", "E2A_UPSTREAM_CONNECT_TIMEOUT=2s")
 	_, stderr := startBin(t, env, "agent", "--pool", "urlcheck", "--http", srv.URL+hook)
 	m, _ := waitLine(t, stderr, regexp.MustCompile(`"msg":"bridge".*`))
 	if want := `"url":"` + srv.URL + `/…"`; !strings.Contains(m[0], want) || leaks(m[0]) {
@@ -81,8 +81,8 @@ func TestBridgeUpstreamURLShownByHost(t *testing.T) {
 func TestAgentWithoutNATSURLSaysItsServerIsItsOwn(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(srv.Close)
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json",
-		"E2A_UPSTREAM_API_KEY=", "E2A_UPSTREAM_HEADERS="}
+	env := embeddedEnv("E2A_LOG_FORMAT=json",
+		"E2A_UPSTREAM_API_KEY=", "E2A_UPSTREAM_HEADERS=")
 	_, stderr := startBin(t, env, "agent", "--pool", "ownserver", "--http", srv.URL+"/")
 	m, before := waitLine(t, stderr, regexp.MustCompile(`"msg":"bridge".*`))
 	if all := strings.Join(before, "\n"); !strings.Contains(all, "no E2A_NATS_URL") || !strings.Contains(all, "its own embedded NATS server") {
@@ -98,8 +98,8 @@ func TestAgentWithoutNATSURLSaysItsServerIsItsOwn(t *testing.T) {
 func TestBridgeStartSaysItChecks(t *testing.T) {
 	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	t.Cleanup(silent.Close)
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json",
-		"E2A_UPSTREAM_CONNECT_TIMEOUT=2s", "E2A_UPSTREAM_IDLE_TIMEOUT=1s"}
+	env := embeddedEnv("E2A_LOG_FORMAT=json",
+		"E2A_UPSTREAM_CONNECT_TIMEOUT=2s", "E2A_UPSTREAM_IDLE_TIMEOUT=1s")
 	for _, args := range [][]string{{"--a2a", silent.URL}, {"--http", silent.URL + "/"}, {"--openai", silent.URL + "/v1", "--model", "m"}} {
 		code, _, errOut := runBin(t, env, append([]string{"agent", "--pool", "silent"}, args...)...)
 		checking := regexp.MustCompile(`"msg":"checking the upstream","pool":"silent","kind":"` + strings.TrimPrefix(args[0], "--") + `".*"within":"3s"`)

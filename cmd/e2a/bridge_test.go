@@ -25,7 +25,7 @@ import (
 // agent runtime's 1 s is a usage error from --ack-wait, a configuration
 // error (exit 1) from E2A_AGENT_ACK_WAIT for any command.
 func TestAgentBridgeArgs(t *testing.T) {
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}
+	env := embeddedEnv()
 	for _, c := range []struct {
 		env  []string
 		args []string
@@ -63,11 +63,8 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 	const key = "sk-test-4f9c2b1e77d0"
 	upstream, auth := openAIFixture(t, key)
 
-	devOut, devErr := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, devAddr)
-	base := m[1]
-	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
-	natsURL := m[1]
+	dev := startDev(t, nil)
+	base, natsURL := dev.base, dev.nats
 	// Checked at start: no server at the URL, or a key the server refuses,
 	// fails the command at once (exit 1), naming it, the key never printed.
 	dead := "http://127.0.0.1:" + strconv.Itoa(natstest.FreePorts(t, 1)[0]) + "/v1"
@@ -75,7 +72,7 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 		{dead, key, "upstream_unreachable"},
 		{upstream.URL + "/v1", "sk-wrong-0d1e2f3a4b5c", "upstream_auth"},
 	} {
-		code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + c.key},
+		code, _, errOut := runBin(t, joinEnv(natsURL, "E2A_UPSTREAM_API_KEY="+c.key),
 			"agent", "--pool", "llm", "--openai", c.url, "--model", "test-model")
 		if code != 1 || !strings.Contains(errOut, "the openai upstream") || !strings.Contains(errOut, c.want) || strings.Contains(errOut, c.key) {
 			t.Errorf("--openai %s: exit %d, want 1 naming %s without the key: %s", c.url, code, c.want, errOut)
@@ -84,11 +81,11 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 	// A base URL without its /v1 (the usual slip with Ollama or vLLM):
 	// a server is there, so the pool starts, warning that {URL}/models
 	// was not found.
-	_, slipErr := startBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key},
+	_, slipErr := startBin(t, joinEnv(natsURL, "E2A_UPSTREAM_API_KEY="+key),
 		"agent", "--pool", "slip", "--openai", upstream.URL, "--model", "test-model")
 	waitLine(t, slipErr, regexp.MustCompile(`no model list at its base URL.*status"?[:=]404`))
-	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key,
-		"E2A_UPSTREAM_NAME=Test Model", "E2A_LOG_LEVEL=debug"},
+	_, agentErr := startBin(t, joinEnv(natsURL, "E2A_UPSTREAM_API_KEY="+key,
+		"E2A_UPSTREAM_NAME=Test Model", "E2A_LOG_LEVEL=debug"),
 		"agent", "--pool", "llm", "--openai", upstream.URL+"/v1", "--model", "test-model")
 	waitLine(t, agentErr, regexp.MustCompile(`agent pool running`))
 	waitPoolLive(t, base, "llm")
@@ -125,7 +122,7 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 	if strings.Contains(string(b), key) {
 		t.Error("the API key is in the request's frames")
 	}
-	noSecretInLines(t, key, devErr, agentErr)
+	noSecretInLines(t, key, dev.stderr, agentErr)
 }
 
 // noSecretInLines fails t for each line the channels hold now (a
@@ -150,18 +147,16 @@ func noSecretInLines(t *testing.T, secret string, chans ...<-chan string) {
 // serves the pool from the README's Python example.
 func TestAgentBridgeHTTP(t *testing.T) {
 	port := proctest.Start(t, proctest.Python3(t), "../../examples/httpagent/agent.py", "0")
-	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, devAddr)
-	base := m[1]
-	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
+	dev := startDev(t, nil)
+	base, natsURL := dev.base, dev.nats
 	// No server at the URL fails the command at start (exit 1), naming it.
 	dead := "http://127.0.0.1:" + strconv.Itoa(natstest.FreePorts(t, 1)[0]) + "/"
-	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"}, "agent", "--pool", "py", "--http", dead)
+	code, _, errOut := runBin(t, joinEnv(natsURL), "agent", "--pool", "py", "--http", dead)
 	if code != 1 || !strings.Contains(errOut, "the http upstream") || !strings.Contains(errOut, "upstream_unreachable") {
 		t.Errorf("--http %s: exit %d, want 1 naming upstream_unreachable: %s", dead, code, errOut)
 	}
 	// The example answers a GET (the start's check): it is there.
-	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"},
+	_, agentErr := startBin(t, joinEnv(natsURL),
 		"agent", "--pool", "py", "--http", "http://127.0.0.1:"+strconv.Itoa(port)+"/")
 	waitLine(t, agentErr, regexp.MustCompile(`agent pool running`))
 	waitPoolLive(t, base, "py")
@@ -176,7 +171,7 @@ func TestAgentBridgeHTTP(t *testing.T) {
 	}
 	// E2A_UPSTREAM_MAX_ANSWER_BYTES reaches the bridge: an answer of more
 	// (the example's words of a 3,000-byte text) ends not retryable.
-	_, smallErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_MAX_ANSWER_BYTES=1024"},
+	_, smallErr := startBin(t, joinEnv(natsURL, "E2A_UPSTREAM_MAX_ANSWER_BYTES=1024"),
 		"agent", "--pool", "pysmall", "--http", "http://127.0.0.1:"+strconv.Itoa(port)+"/")
 	waitLine(t, smallErr, regexp.MustCompile(`agent pool running`))
 	waitPoolLive(t, base, "pysmall")
@@ -212,20 +207,17 @@ func waitPoolLive(t *testing.T, base, pool string) {
 // answers fails at start, naming it.
 func TestAgentBridgeA2A(t *testing.T) {
 	srv := up.Start(t, up.Options{Binding: up.JSONRPC})
-	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, devAddr)
-	base := m[1]
-	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
-	natsURL := m[1]
+	dev := startDev(t, nil)
+	base, natsURL := dev.base, dev.nats
 
 	dead := natstest.FreePorts(t, 1)[0]
-	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_CONNECT_TIMEOUT=2s"},
+	code, _, errOut := runBin(t, joinEnv(natsURL, "E2A_UPSTREAM_CONNECT_TIMEOUT=2s"),
 		"agent", "--pool", "nobody", "--a2a", "http://127.0.0.1:"+strconv.Itoa(dead))
 	if code != 1 || !strings.Contains(errOut, "agent card") || !strings.Contains(errOut, "upstream_unreachable") {
 		t.Errorf("unreachable A2A agent: exit %d: %s", code, errOut)
 	}
 
-	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0"},
+	_, agentErr := startBin(t, joinEnv(natsURL),
 		"agent", "--pool", "travel", "--a2a", srv.CardURL())
 	waitLine(t, agentErr, regexp.MustCompile(`agent pool running`))
 	waitPoolLive(t, base, "travel")

@@ -23,7 +23,7 @@ import (
 // authority's "port" invalid) or was not http(s). The docs: the upstream's
 // secrets are "never logged, published or shown".
 func TestUpstreamURLCredentialsNotPrinted(t *testing.T) {
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error"}
+	env := embeddedEnv("E2A_LOG_LEVEL=error")
 	for _, c := range []struct{ url, secret string }{
 		{"http://bot:k3y/Zq9Wx7@agent.example/agent", "k3y/Zq9Wx7"},
 		{"ftp://bot:s3cretPw77@agent.example/agent", "s3cretPw77"},
@@ -64,7 +64,7 @@ func TestNATSUnreachableNamesURL(t *testing.T) {
 func TestAgentConcurrencyRefusedBeforeStart(t *testing.T) {
 	upstream, probes := probedUpstream(t)
 	_, nc := natstest.RunServer(t)
-	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error"},
+	code, _, errOut := runBin(t, joinEnv(nc.ConnectedUrl(), "E2A_LOG_LEVEL=error"),
 		"agent", "--pool", "badconc", "--concurrency", "0", "--http", upstream.URL+"/agent")
 	if code != 2 {
 		t.Errorf("--concurrency 0: exit %d, want 2 (bad arguments): %s", code, strings.TrimSpace(errOut))
@@ -112,7 +112,7 @@ func TestTailNegativePoll(t *testing.T) {
 // E2A_UPSTREAM_HEADERS are): in a Deployment's environment the operator
 // could not tell which of fifteen E2A_UPSTREAM_* variables to fix.
 func TestUpstreamBadValuesNameVariable(t *testing.T) {
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error"}
+	env := embeddedEnv("E2A_LOG_LEVEL=error")
 	for _, kv := range []string{"E2A_UPSTREAM_CONNECT_TIMEOUT=-1s", "E2A_UPSTREAM_IDLE_TIMEOUT=0s",
 		"E2A_UPSTREAM_RETRY_BASE=-5ms", "E2A_UPSTREAM_RETRIES=50", "E2A_UPSTREAM_MAX_IN_FLIGHT=0"} {
 		name, _, _ := strings.Cut(kv, "=")

@@ -186,9 +186,8 @@ func TestDevPortTaken(t *testing.T) {
 // TestDevPools: `e2a dev` refuses a request for a pool that does not exist
 // (a typo) at once, and /readyz says which pools have a live worker.
 func TestDevPools(t *testing.T) {
-	stdout, stderr := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json"}, "dev")
-	m, banner := waitLine(t, stdout, devAddr)
-	base := m[1]
+	dev := startDev(t, []string{"E2A_LOG_FORMAT=json"})
+	base, banner, stderr := dev.base, dev.banner, dev.stderr
 	// The banner is plain text on stdout; the logs on stderr stay
 	// structured, one JSON object a line (the provisioning report too).
 	if len(banner) == 0 || banner[0] != "E2A Pipeline (dev) is running." {

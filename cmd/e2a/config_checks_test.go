@@ -212,7 +212,7 @@ func TestStreamLimitErrorsNameVariable(t *testing.T) {
 	for _, kv := range []string{"E2A_DEDUPE_WINDOW=0", "E2A_RESPONSES_MAX_AGE=-1h", "E2A_REQUESTS_MAX_BYTES=0",
 		"E2A_CONTROL_MAX_BYTES=-2", "E2A_AUDIT_MAX_AGE=-5h"} {
 		name, _, _ := strings.Cut(kv, "=")
-		code, _, errOut := runBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error", kv}, "dev")
+		code, _, errOut := runBin(t, embeddedEnv("E2A_LOG_LEVEL=error", kv), "dev")
 		if code == 0 || !strings.Contains(errOut, name) {
 			t.Errorf("e2a dev with %s: exit %d, the error does not name %s: %s", kv, code, name, strings.TrimSpace(errOut))
 		}
@@ -278,7 +278,7 @@ func TestStoreDirUnusable(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_STORE_DIR=" + file}, "dev")
+	code, _, errOut := runBin(t, embeddedEnv("E2A_STORE_DIR="+file), "dev")
 	if code == 0 || !strings.Contains(errOut, "E2A_STORE_DIR") {
 		t.Errorf("E2A_STORE_DIR=<a file>: exit %d: %s", code, strings.TrimSpace(errOut))
 	}
@@ -296,7 +296,7 @@ func TestStoreDirInUse(t *testing.T) {
 	}) {
 		t.Errorf("banner with E2A_STORE_DIR names no store: %q %q", banner, errOut)
 	}
-	code, _, second := runBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_STORE_DIR=" + dir}, "dev")
+	code, _, second := runBin(t, embeddedEnv("E2A_STORE_DIR="+dir), "dev")
 	if code != 1 || !strings.Contains(second, "E2A_STORE_DIR="+dir+" is in use by another process") {
 		t.Errorf("second e2a dev on the same store: exit %d: %s", code, strings.TrimSpace(second))
 	}
@@ -347,7 +347,7 @@ func TestStagePortTaken(t *testing.T) {
 // lines up to "Ctrl-C stops."), or what it wrote on stderr if it ended.
 func cfgBanner(t *testing.T, env ...string) (banner []string, stderr []string) {
 	t.Helper()
-	env = append([]string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error"}, env...)
+	env = append(embeddedEnv("E2A_LOG_LEVEL=error"), env...)
 	stdout, errc := startBin(t, env, "dev")
 	timeout := time.After(60 * time.Second)
 	for {

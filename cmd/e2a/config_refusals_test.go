@@ -99,7 +99,7 @@ func TestConfigPushValuesNameVariable(t *testing.T) {
 	srv, _ := natstest.RunServer(t)
 	for _, kv := range []string{"E2A_PUSH_TIMEOUT=0", "E2A_PUSH_RETRY_WINDOW=-1h", "E2A_PUSH_ACK_WAIT=500ms", "E2A_PUSH_ALLOW_HOSTS=http://x/"} {
 		name, _, _ := strings.Cut(kv, "=")
-		code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error", kv}, "push")
+		code, _, errOut := runBin(t, joinEnv(srv.ClientURL(), "E2A_LOG_LEVEL=error", kv), "push")
 		if code == 0 || !strings.Contains(errOut, name) {
 			t.Errorf("e2a push with %s: exit %d, the error does not name %s: %s", kv, code, name, strings.TrimSpace(errOut))
 		}
@@ -116,7 +116,7 @@ func TestConfigPushValuesNameVariable(t *testing.T) {
 // after starting NATS and its listener.
 func TestConfigPoolFlagChecked(t *testing.T) {
 	dead := "http://127.0.0.1:" + strconv.Itoa(natstest.FreePorts(t, 1)[0]) + "/"
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error"}
+	env := embeddedEnv("E2A_LOG_LEVEL=error")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -167,14 +167,14 @@ func TestConfigRefusedBeforeStart(t *testing.T) {
 		{"E2A_PUSH_TIMEOUT=0s", "E2A_PUSH_TIMEOUT"},
 	} {
 		store := t.TempDir()
-		code, _, errOut := runBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=info",
-			"E2A_STORE_DIR=" + store, c.kv}, "dev")
+		code, _, errOut := runBin(t, embeddedEnv("E2A_LOG_LEVEL=info",
+			"E2A_STORE_DIR="+store, c.kv), "dev")
 		entries, _ := os.ReadDir(store)
 		if code != 1 || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "provisioned") || len(entries) > 0 {
 			t.Errorf("e2a dev with %s: exit %d, %d entries in the store, want 1 naming %q before starting: %s",
 				c.kv, code, len(entries), c.want, strings.TrimSpace(errOut))
 		}
-		code, _, errOut = runBin(t, []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=info", c.kv}, "serve")
+		code, _, errOut = runBin(t, joinEnv(srv.ClientURL(), "E2A_LOG_LEVEL=info", c.kv), "serve")
 		if code != 1 || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "provisioned") || strings.Contains(errOut, "connected") {
 			t.Errorf("e2a serve with %s: exit %d, want 1 naming %q before connecting: %s", c.kv, code, c.want, strings.TrimSpace(errOut))
 		}

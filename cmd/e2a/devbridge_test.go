@@ -113,12 +113,10 @@ func TestDevLayout(t *testing.T) {
 func TestDevBridgeOpenAI(t *testing.T) {
 	const key = "sk-test-dev-7c1d2e3f4a5b"
 	upstream, auth := openAIFixture(t, key)
-	stdout, stderr := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key},
-		"dev", "--openai", upstream.URL+"/v1", "--model", "test-model")
-	m, banner := waitLine(t, stdout, devAddr)
-	base := m[1]
-	_, rest := waitLine(t, stdout, regexp.MustCompile(`^Ctrl-C stops`))
-	banner = append(banner, rest...)
+	dev := startDev(t, []string{"E2A_UPSTREAM_API_KEY=" + key}, "--openai", upstream.URL+"/v1", "--model", "test-model")
+	base, stderr := dev.base, dev.stderr
+	_, rest := waitLine(t, dev.stdout, regexp.MustCompile(`^Ctrl-C stops`))
+	banner := append(dev.banner, rest...)
 	if want := `"agent" (the model test-model at http://127.0.0.1:` + strings.TrimPrefix(upstream.URL, "http://127.0.0.1:"); !strings.Contains(strings.Join(banner, "\n"), want) ||
 		!strings.Contains(strings.Join(banner, "\n"), `"demo" (demo)`) {
 		t.Errorf("banner lacks the bridged pool (%s) or the demo one:\n%s", want, strings.Join(banner, "\n"))
@@ -152,7 +150,7 @@ func TestDevBridgeOpenAI(t *testing.T) {
 		code, body := httpGet(t, base+"/pools/agent/.well-known/agent-card.json")
 		return code == 200 && strings.Contains(body, "test-model")
 	})
-	noSecretInLines(t, key, stdout, stderr)
+	noSecretInLines(t, key, dev.stdout, stderr)
 }
 
 // TestDevBridgeA2A: `e2a dev --a2a URL` with an a2a-go/v2 server as the
@@ -161,10 +159,9 @@ func TestDevBridgeOpenAI(t *testing.T) {
 // answer on the same task) through the pipeline to the agent.
 func TestDevBridgeA2A(t *testing.T) {
 	srv := up.Start(t, up.Options{Binding: up.JSONRPC})
-	stdout, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev", "--pool", "travel", "--a2a", srv.CardURL())
-	m, _ := waitLine(t, stdout, devAddr)
-	base := m[1]
-	waitLine(t, stdout, regexp.MustCompile(`agent pools "travel" \(the A2A agent at http://127\.0\.0\.1:\d+`))
+	dev := startDev(t, nil, "--pool", "travel", "--a2a", srv.CardURL())
+	base := dev.base
+	waitLine(t, dev.stdout, regexp.MustCompile(`agent pools "travel" \(the A2A agent at http://127\.0\.0\.1:\d+`))
 	waitPoolLive(t, base, "travel")
 	c := up.Client(t, base)
 	ctx := context.Background()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -28,12 +27,9 @@ func TestDevReadAPIFromHistory(t *testing.T) {
 	}{{nil, http.StatusOK}, {[]string{"E2A_HISTORY=false"}, http.StatusNotFound}} {
 		t.Run(strings.Join(append([]string{"default"}, c.env...), " "), func(t *testing.T) {
 			// The demo pool may not have pulled yet when the banner shows.
-			env := append([]string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_ACCEPT_UNKNOWN_POOLS=true"}, c.env...)
-			stdout, _ := startBin(t, env, "dev")
-			m, _ := waitLine(t, stdout, devAddr)
-			base := m[1]
-			m, _ = waitLine(t, stdout, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
-			nc, err := nats.Connect(m[1])
+			dev := startDev(t, append([]string{"E2A_LOG_FORMAT=json", "E2A_ACCEPT_UNKNOWN_POOLS=true"}, c.env...))
+			base := dev.base
+			nc, err := nats.Connect(dev.nats)
 			if err != nil {
 				t.Fatal(err)
 			}

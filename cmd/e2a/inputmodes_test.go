@@ -64,11 +64,9 @@ func TestAgentInputModes(t *testing.T) {
 	}))
 	defer upstream.Close()
 
-	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, devAddr)
-	base := m[1]
-	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
-	env := []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"}
+	dev := startDev(t, nil)
+	base := dev.base
+	env := joinEnv(dev.nats)
 
 	code, _, errOut := runBin(t, append(env, "E2A_UPSTREAM_INPUT_MODES=text/plain,image/"), "agent", "--pool", "bad", "--openai", upstream.URL+"/v1", "--model", "vision-model")
 	if code != 1 || !strings.Contains(errOut, "E2A_UPSTREAM_INPUT_MODES") || !strings.Contains(errOut, `"image/"`) {

@@ -97,8 +97,8 @@ func TestMemoryLimitRefusedNamingVariable(t *testing.T) {
 // its start log says so (nothing said it: the limit in effect was seen
 // only on /metrics).
 func TestMemoryLimitInProcess(t *testing.T) {
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_METRICS_ADDR=127.0.0.1:0",
-		"E2A_LOG_FORMAT=json", "E2A_MEMORY_LIMIT=268435456", "GOMEMLIMIT="}
+	env := embeddedEnv("E2A_METRICS_ADDR=127.0.0.1:0",
+		"E2A_LOG_FORMAT=json", "E2A_MEMORY_LIMIT=268435456", "GOMEMLIMIT=")
 	_, stderr := startBin(t, env, "agent", "--pool", "demo")
 	memLine := regexp.MustCompile(`^\{.*"msg":"Go memory limit set".*\}$|"msg":"agent pool running"`)
 	if m, seen := waitLine(t, stderr, memLine); !strings.Contains(m[0], `"E2A_MEMORY_LIMIT":268435456`) || !strings.Contains(m[0], `"go_memory_limit":241591911`) {

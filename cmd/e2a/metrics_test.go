@@ -66,6 +66,49 @@ func startBin(t *testing.T, env []string, args ...string) (stdout, stderr <-chan
 // (the first submatch), the line every test of dev waits for.
 var devAddr = regexp.MustCompile(`^\s*HTTP\s+(http://\S+)`)
 
+// devNATS matches the line of `e2a dev`'s banner naming its embedded NATS
+// server's URL (the first submatch), alone or in the whole log.
+var devNATS = regexp.MustCompile(`(?m)^\s*NATS\s+(nats://\S+)`)
+
+// embeddedEnv is the environment of a process serving its own embedded
+// NATS server on a free port, and HTTP on a free loopback port, whatever
+// the test's own environment says; more follows (a later value of a
+// variable wins).
+func embeddedEnv(more ...string) []string {
+	return append([]string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, more...)
+}
+
+// joinEnv is the environment of a process using the NATS server at url,
+// with HTTP on a free loopback port; more follows.
+func joinEnv(url string, more ...string) []string {
+	return append([]string{"E2A_NATS_URL=" + url, "E2A_HTTP_ADDR=127.0.0.1:0"}, more...)
+}
+
+// devProc is an `e2a dev` a test started with startDev.
+type devProc struct {
+	base   string   // its HTTP base URL
+	nats   string   // its embedded NATS server's URL
+	banner []string // its stdout up to the NATS line, that line too
+	stdout <-chan string
+	stderr <-chan string
+}
+
+// startDev starts `e2a dev` with args and embeddedEnv(env...), and returns
+// it once its banner has named its HTTP and NATS addresses; it is stopped
+// at cleanup.
+func startDev(t *testing.T, env []string, args ...string) devProc {
+	t.Helper()
+	p := devProc{}
+	p.stdout, p.stderr = startBin(t, embeddedEnv(env...), append([]string{"dev"}, args...)...)
+	m, seen := waitLine(t, p.stdout, devAddr)
+	p.base = m[1]
+	p.banner = append(seen, m[0])
+	m, seen = waitLine(t, p.stdout, devNATS)
+	p.nats = m[1]
+	p.banner = append(append(p.banner, seen...), m[0])
+	return p
+}
+
 // waitLine returns the first line of ch that matches re (its submatches),
 // and the lines read before it.
 func waitLine(t *testing.T, ch <-chan string, re *regexp.Regexp) ([]string, []string) {
@@ -146,8 +189,8 @@ func checkSplit(t *testing.T, main, metrics string) {
 // naming the setting to change; and with GOGC unset both run the collector
 // at defaultGCPercent (go_gc_gogc_percent).
 func TestMetricsAddr(t *testing.T) {
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_METRICS_ADDR=127.0.0.1:0",
-		"E2A_LOG_FORMAT=json", "E2A_MAX_BODY_BYTES=16777216", "GOGC="}
+	env := embeddedEnv("E2A_METRICS_ADDR=127.0.0.1:0",
+		"E2A_LOG_FORMAT=json", "E2A_MAX_BODY_BYTES=16777216", "GOGC=")
 	t.Run("dev", func(t *testing.T) {
 		stdout, stderr := startBin(t, env, "dev")
 		m, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+metrics\s+(http://\S+)/metrics\s+health (http://\S+)/healthz`))

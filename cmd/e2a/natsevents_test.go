@@ -21,8 +21,8 @@ import (
 // stderr as bare text outside the log format. Every stderr line is JSON.
 func TestStageLogsNATSConnectionEvents(t *testing.T) {
 	srv := natstest.RunRestartable(t)
-	_, stderr := startBin(t, []string{"E2A_NATS_URL=" + srv.URL(), "E2A_HTTP_ADDR=127.0.0.1:0",
-		"E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info", "E2A_NATS_RECONNECT_WAIT=100ms", "E2A_NATS_NAME=worker-1"}, "agent", "--pool", "demo")
+	_, stderr := startBin(t, joinEnv(srv.URL(),
+		"E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info", "E2A_NATS_RECONNECT_WAIT=100ms", "E2A_NATS_NAME=worker-1"), "agent", "--pool", "demo")
 	var all []string
 	wait := func(msg string) map[string]any {
 		t.Helper()

@@ -178,11 +178,11 @@ func TestObsDevTracingAndSecrets(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 	hookHost := strings.TrimPrefix(hook.URL, "http://")
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=debug",
-		"E2A_API_KEYS=alice:" + apiKey, "E2A_BEARER_TOKENS=ci:" + bearer, "E2A_AUTH_SCHEMES=apiKey,bearer",
-		"E2A_PUSH=on", "E2A_PUSH_ALLOW_HOSTS=" + hookHost, "E2A_PUSH_RETRY_WINDOW=2s",
-		"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.URL, "OTEL_SERVICE_NAME=", "OTEL_TRACES_EXPORTER=", "OTEL_SDK_DISABLED=",
-		"OTEL_TRACES_SAMPLER=", "OTEL_EXPORTER_OTLP_PROTOCOL=", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="}
+	env := embeddedEnv("E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=debug",
+		"E2A_API_KEYS=alice:"+apiKey, "E2A_BEARER_TOKENS=ci:"+bearer, "E2A_AUTH_SCHEMES=apiKey,bearer",
+		"E2A_PUSH=on", "E2A_PUSH_ALLOW_HOSTS="+hookHost, "E2A_PUSH_RETRY_WINDOW=2s",
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL, "OTEL_SERVICE_NAME=", "OTEL_TRACES_EXPORTER=", "OTEL_SDK_DISABLED=",
+		"OTEL_TRACES_SAMPLER=", "OTEL_EXPORTER_OTLP_PROTOCOL=", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=")
 	p, base := startObsProc(t, env, "dev")
 
 	// Refused: a wrong key, a wrong bearer token, no credential.
@@ -353,8 +353,8 @@ func scrape(body string) (types map[string]string, labels map[string]map[string]
 // (a vector without series escapes this half, for the same reason).
 func TestObsMetricsTable(t *testing.T) {
 	const key = "k-metrics-0a1b2c3d4e5f"
-	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_ARCHIVE=true",
-		"E2A_API_KEYS=alice:" + key, "E2A_AUTH_SCHEMES=apiKey", "E2A_PUSH=off"}
+	env := embeddedEnv("E2A_LOG_FORMAT=json", "E2A_ARCHIVE=true",
+		"E2A_API_KEYS=alice:"+key, "E2A_AUTH_SCHEMES=apiKey", "E2A_PUSH=off")
 	_, base := startObsProc(t, env, "dev")
 	if code, _ := obsPost(t, base+"/v1/requests", `{"params":{"text":"x"}}`, "X-Api-Key", "k-wrong"); code != http.StatusUnauthorized {
 		t.Fatalf("wrong key: %d", code)

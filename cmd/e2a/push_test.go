@@ -83,8 +83,8 @@ func TestPushCommand(t *testing.T) {
 	if _, err := store.Create(ctx, "alice", push.Config{TaskID: "t1", URL: hook.URL, Token: "tok-cli"}); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_PUSH_ALLOW_HOSTS=127.0.0.1",
-		"E2A_PUSH_RETRY_WINDOW=200ms", push.SigningKeyEnv + "=" + pushtest.SigningKeyFile(t), push.SealKeyEnv + "=" + sealFile}
+	env := joinEnv(srv.ClientURL(), "E2A_PUSH_ALLOW_HOSTS=127.0.0.1",
+		"E2A_PUSH_RETRY_WINDOW=200ms", push.SigningKeyEnv+"="+pushtest.SigningKeyFile(t), push.SealKeyEnv+"="+sealFile)
 	stageLog := &testkit.Buffer{}
 	stage := exec.CommandContext(ctx, e2aBin, "push")
 	stage.Env = append(os.Environ(), env...)

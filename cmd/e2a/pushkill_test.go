@@ -26,10 +26,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
-var (
-	pushStageAddr = regexp.MustCompile(`"msg":"push notification stage running".*"ops":"([^"]+)"`)
-	devNATS       = regexp.MustCompile(`(?m)^\s*NATS\s+(nats://\S+)`)
-)
+var pushStageAddr = regexp.MustCompile(`"msg":"push notification stage running".*"ops":"([^"]+)"`)
 
 // TestPushKilledMidDelivery: `e2a dev` with E2A_PUSH=api serves the push
 // methods, two `e2a push` processes deliver. The a2a-go/v2 client sends two

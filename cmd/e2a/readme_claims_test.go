@@ -40,8 +40,8 @@ func TestREADMEMetricsAddrEveryProcess(t *testing.T) {
 		{[]string{"archive"}, "archiver running"},
 	} {
 		t.Run(c.args[0], func(t *testing.T) {
-			env := []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_METRICS_ADDR=127.0.0.1:0",
-				"E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info", "GOGC="}
+			env := joinEnv(srv.ClientURL(), "E2A_METRICS_ADDR=127.0.0.1:0",
+				"E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info", "GOGC=")
 			_, stderr := startBin(t, env, c.args...)
 			main, metrics := splitAddrs(t, stderr, c.running)
 			checkSplit(t, main, metrics)
@@ -162,8 +162,7 @@ func TestREADMECurlExamples(t *testing.T) {
 	curl := proctest.Need(t, "curl", "install curl (Debian: apt-get install curl)")
 	sh := proctest.Need(t, "sh", "a POSIX shell")
 	stmts := readmeShellStatements(t, "Quick start", "Protocols")
-	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+http://(\S+)`))
+	host := strings.TrimPrefix(startDev(t, nil).base, "http://")
 	prelude := "curl() { '" + curl + "' --fail-with-body -sS --max-time 30 \"$@\"; }\n"
 	found := map[string]*regexp.Regexp{
 		"<request_id>": regexp.MustCompile(`"request_id":"([^"]+)"`),
@@ -180,7 +179,7 @@ func TestREADMECurlExamples(t *testing.T) {
 			t.Logf("not run: %s", stmt)
 			continue
 		}
-		cmd := strings.ReplaceAll(stmt, "localhost:8080", m[1])
+		cmd := strings.ReplaceAll(stmt, "localhost:8080", host)
 		for ph, v := range values {
 			cmd = strings.ReplaceAll(cmd, ph, v)
 		}
@@ -264,11 +263,9 @@ func shellScan(line string, quote rune) (string, rune) {
 // `e2a agent --pool travel --a2a <e2a dev's URL>` puts its demo agent
 // behind the pool, whose requests then answer the demo agent's text.
 func TestREADMEAgentA2ABridgesDev(t *testing.T) {
-	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, devOut, devAddr)
-	base := m[1]
-	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
-	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"}, "agent", "--pool", "travel", "--a2a", base)
+	dev := startDev(t, nil)
+	base := dev.base
+	_, agentErr := startBin(t, joinEnv(dev.nats), "agent", "--pool", "travel", "--a2a", base)
 	if got, _ := waitLine(t, agentErr, regexp.MustCompile(`agent pool running|e2a: .*`)); got[0] != "agent pool running" {
 		t.Fatalf("e2a agent --pool travel --a2a <e2a dev>: %s", got[0])
 	}
