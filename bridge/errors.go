@@ -145,8 +145,16 @@ func fromResponse(resp *http.Response, creds Credentials) *Error {
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	e := &Error{Status: resp.StatusCode, Message: "upstream answered " + strconv.Itoa(resp.StatusCode) + ": " + msg}
-	switch s := resp.StatusCode; {
+	e := StatusError(resp.StatusCode, "upstream answered "+strconv.Itoa(resp.StatusCode)+": "+msg)
+	e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return e
+}
+
+// StatusError is the *Error of an upstream's answer of HTTP status s that
+// is not a success, with message, its code as FromResponse gives it.
+func StatusError(s int, message string) *Error {
+	e := &Error{Status: s, Message: message}
+	switch {
 	case s == http.StatusTooManyRequests:
 		e.Code, e.Retryable = CodeRateLimited, true
 	case s == http.StatusNotImplemented || s == http.StatusHTTPVersionNotSupported:
@@ -160,7 +168,6 @@ func fromResponse(resp *http.Response, creds Credentials) *Error {
 	default:
 		e.Code = CodeRejected
 	}
-	e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return e
 }
 

@@ -224,9 +224,18 @@ func restError(r *http.Response) bool {
 	return false
 }
 
+// cardPath is where an agent serves its card (A2A v0.3 and v1.0).
+const cardPath = "/.well-known/agent-card.json"
+
+// legacyCardPath is where agents of A2A before v0.3 serve their card (the
+// Python SDK's 0.2 releases, and its later ones beside the new path).
+const legacyCardPath = "/.well-known/agent.json"
+
 // resolveCard reads the card once and parses it as v1.0 and, when that
 // gives no interface, as v0.3. (It was read once per parser: a server that
-// hung kept the start waiting for twice the idle timeout.)
+// hung kept the start waiting for twice the idle timeout.) Given an
+// agent's base URL whose /.well-known/agent-card.json is not found (404),
+// it reads legacyCardPath; when that fails too, the first error stands.
 func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) {
 	base := c.Base()
 	var path []agentcard.ResolveOption
@@ -237,6 +246,25 @@ func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) 
 	root := (&url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path}).String()
 	r := &agentcard.Resolver{Client: cardHTTP(c), CardParser: parseEitherCard}
 	card, err := r.Resolve(ctx, root, path...)
+	var status *agentcard.ErrStatusNotOK
+	if path == nil && errors.As(err, &status) && status.StatusCode == http.StatusNotFound {
+		if legacy, lerr := r.Resolve(ctx, root, agentcard.WithPath(legacyCardPath)); lerr == nil {
+			card, err = legacy, nil
+		}
+	}
+	if errors.As(err, &status) {
+		msg := "the agent card at " + c.Location() + " answered " + status.Status
+		switch {
+		case path == nil && status.StatusCode == http.StatusNotFound:
+			msg = "no agent card at " + c.Location() + " (" + cardPath + " answered " + status.Status +
+				", nor was one at " + legacyCardPath + "): give the URL of the agent, or of its card"
+		case path == nil:
+			msg = "the agent card at " + c.Location() + " (" + cardPath + ") answered " + status.Status
+		}
+		e := bridge.StatusError(status.StatusCode, msg)
+		e.Err = err
+		return nil, fmt.Errorf("a2abridge: %w", e)
+	}
 	switch {
 	case errors.Is(err, errCardTooLarge):
 		return nil, fmt.Errorf("a2abridge: agent card of %s: %w", c.Name(),

@@ -107,6 +107,13 @@ func startV1(t *testing.T, exec a2asrv.AgentExecutor) (url string, h a2asrv.Requ
 // card; it returns the card's base URL.
 func startV03(t *testing.T, exec legacysrv.AgentExecutor) string {
 	t.Helper()
+	return startV03Card(t, exec, legacysrv.WellKnownAgentCardPath, "0.3.0")
+}
+
+// startV03Card is startV03 with the card served at cardPath only, naming
+// protocol version.
+func startV03Card(t *testing.T, exec legacysrv.AgentExecutor, cardPath, version string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +121,7 @@ func startV03(t *testing.T, exec legacysrv.AgentExecutor) string {
 	base := "http://" + ln.Addr().String()
 	card := &legacy.AgentCard{
 		Name: "slow v0.3", Description: "a2a-go v0.3.15 agent", Version: "1.0.0",
-		URL: base + "/rpc", PreferredTransport: legacy.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0",
+		URL: base + "/rpc", PreferredTransport: legacy.TransportProtocolJSONRPC, ProtocolVersion: version,
 		Capabilities:       legacy.AgentCapabilities{Streaming: true},
 		DefaultInputModes:  []string{"text/plain"},
 		DefaultOutputModes: []string{"text/plain"},
@@ -122,7 +129,7 @@ func startV03(t *testing.T, exec legacysrv.AgentExecutor) string {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", legacysrv.NewJSONRPCHandler(legacysrv.NewHandler(exec)))
-	mux.Handle(legacysrv.WellKnownAgentCardPath, legacysrv.NewStaticAgentCardHandler(card))
+	mux.Handle(cardPath, legacysrv.NewStaticAgentCardHandler(card))
 	srv := &http.Server{Handler: mux}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
