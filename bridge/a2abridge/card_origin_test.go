@@ -62,15 +62,17 @@ func startKeyedAgent(t *testing.T, host string) *keyedAgent {
 	return k
 }
 
-// otherHost is a host name of this machine that is not 127.0.0.1:
-// 127.0.0.2 (Linux answers on all of 127/8), else localhost.
+// otherHost is an address of this machine that is a host of its own to
+// the bridge: 127.0.0.2 (Linux answers on all of 127/8; localhost and
+// ::1 are 127.0.0.1's other names to it).
 func otherHost(t *testing.T) string {
 	t.Helper()
-	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err == nil {
-		_ = ln.Close()
-		return "127.0.0.2"
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatalf("no second loopback address to serve another host on: %v", err)
 	}
-	return "localhost"
+	_ = ln.Close()
+	return "127.0.0.2"
 }
 
 // cardAt serves a card on 127.0.0.1 (over TLS when tls), whose body set
@@ -83,20 +85,32 @@ type cardAt struct {
 
 func serveCard(t *testing.T, tls bool, card any) *cardAt {
 	t.Helper()
+	return serveCardOn(t, "127.0.0.1", tls, card)
+}
+
+// serveCardOn is serveCard on host.
+func serveCardOn(t *testing.T, host string, tls bool, card any) *cardAt {
+	t.Helper()
 	c := &cardAt{}
 	c.set(t, card)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != a2asrv.WellKnownAgentCardPath {
 			http.NotFound(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(*c.body.Load())
-	})
+	}))
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.srv.Listener.Close()
+	c.srv.Listener = ln
 	if tls {
-		c.srv = httptest.NewTLSServer(h)
+		c.srv.StartTLS()
 	} else {
-		c.srv = httptest.NewServer(h)
+		c.srv.Start()
 	}
 	t.Cleanup(c.srv.Close)
 	return c
@@ -165,7 +179,9 @@ func askThrough(t *testing.T, p *pipetest.Pipeline, pool string, u *a2abridge.Up
 // by default, naming the hosts and E2A_UPSTREAM_ALLOWED_HOSTS, and the
 // other host gets no call; an interface on the configured host among
 // them is used instead (and logged without its path); the other host is
-// used once allowed (by host, or host:port, not another port); an https
+// used once allowed (by host, or host:port, not another port); a card
+// naming localhost or 0.0.0.0, read at 127.0.0.1, is the same machine and
+// used, and refused read at another host; an https
 // upstream whose card names http is refused, allowed or not. It sent
 // "Authorization: Bearer <key>" to whatever host the card named.
 func TestCardOrigin(t *testing.T) {
@@ -228,6 +244,32 @@ func TestCardOrigin(t *testing.T) {
 		c := serveCard(t, false, cardOf(evil.rpc))
 		if _, err := newOriginUpstream(ctx, t, c, &testkit.Buffer{}, a2abridge.WithAllowedHosts(other+":1")); err == nil {
 			t.Error("an interface on another port of an allowed host:port was taken")
+		}
+	})
+
+	t.Run("this-machine", func(t *testing.T) {
+		// An agent built from the SDKs' samples names where it listens:
+		// localhost, or the unspecified address it binds. Its upstream
+		// configured as 127.0.0.1, that is the same machine, any port.
+		_, port, _ := net.SplitHostPort(good.addr)
+		for i, host := range []string{"localhost", "0.0.0.0"} {
+			before := len(good.calls())
+			c := serveCard(t, false, cardOf("http://"+net.JoinHostPort(host, port)+"/rpc"))
+			u, err := newOriginUpstream(ctx, t, c, &testkit.Buffer{})
+			if err != nil {
+				t.Fatalf("a card naming %s, read at 127.0.0.1: %v", host, err)
+			}
+			askThrough(t, p, "origin-local-"+string(rune('a'+i)), u)
+			if len(good.calls()) == before {
+				t.Errorf("a card naming %s: the agent got no call", host)
+			}
+		}
+		// Read at another host, the same card names an address of the
+		// bridge's own machine, not the agent's: refused, saying why.
+		c := serveCardOn(t, other, false, cardOf("http://localhost:"+port+"/rpc"))
+		_, err := newOriginUpstream(ctx, t, c, &testkit.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "the address the agent listens on") {
+			t.Errorf("a card read at %s naming localhost: %v, want refused as the address it listens on", other, err)
 		}
 	})
 

@@ -21,8 +21,10 @@ import (
 // E2A_UPSTREAM_HEADERS) on every call, to the interface of the agent's
 // card it chose: the card, not the operator, names where that is. Only the
 // interfaces on the configured upstream's host (its hostname, on any
-// port: a gRPC interface is host:port beside the card's HTTP port) are
-// used, and those of the hosts the operator allows (WithAllowedHosts); an
+// port: a gRPC interface is host:port beside the card's HTTP port; for an
+// upstream on the bridge's machine, any of that machine's names:
+// thisMachine) are used, and those of the hosts the operator allows
+// (WithAllowedHosts); an
 // https upstream's interface over plain http never is (its credentials
 // would go in clear). A card read again (ReadCard) that names other hosts
 // leaves the client where it is, with a warning.
@@ -183,7 +185,7 @@ func (o origin) refusal(iface *a2a.AgentInterface) string {
 		return "names no host the bridge can check"
 	case o.scheme == "https" && e.scheme == "http":
 		return "plain http, the upstream being https: the credentials would go in clear"
-	case e.host == o.host:
+	case e.host == o.host, thisMachine(e.host) && thisMachine(o.host):
 		return ""
 	}
 	for _, a := range o.allowed {
@@ -191,7 +193,26 @@ func (o origin) refusal(iface *a2a.AgentInterface) string {
 			return ""
 		}
 	}
+	if thisMachine(e.host) {
+		return "the address the agent listens on, not where the bridge reaches it (" + o.host +
+			"): its card should name its public URL"
+	}
 	return "another host than the configured upstream's " + o.host
+}
+
+// thisMachine reports whether host is one of the names a card gives for
+// the machine the agent runs on: localhost, 127.0.0.1, ::1, or the
+// unspecified address it listens on (0.0.0.0, ::), as agents built from
+// the SDKs' samples advertise. An upstream configured by one of them is on
+// the bridge's machine, and so is an interface naming another of them:
+// that is the same host, on any port, as the configured one. (Other
+// addresses of 127/8 stay hosts of their own.)
+func thisMachine(host string) bool {
+	switch host {
+	case "localhost", "127.0.0.1", "::1", "0.0.0.0", "::":
+		return true
+	}
+	return false
 }
 
 // split returns the interfaces of card the bridge may call, in the
