@@ -106,9 +106,13 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 		return nil, err
 	}
 	org := originOf(c, cfg.allowed)
-	usable, refused := org.split(card)
+	usable, moved, refused := org.split(card)
 	if len(usable) == 0 {
 		return nil, org.noInterface(c, refused)
+	}
+	if len(moved) > 0 {
+		cfg.log.Info("a2a bridge: the agent's card names the address it listens on; called where its card was read",
+			"upstream", c.Location(), "moved", strings.Join(moved, "; "))
 	}
 	if len(refused) > 0 {
 		cfg.log.Warn("a2a bridge: interfaces of the agent's card not used (another host, or http for an https upstream; "+
@@ -313,7 +317,7 @@ func (u *Upstream) ReadCard(ctx context.Context) (*a2a.AgentCard, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, refused := u.origin.split(card); len(refused) > 0 {
+	if _, _, refused := u.origin.split(card); len(refused) > 0 {
 		u.cfg.log.Warn("a2a bridge: the agent's card read again names interfaces the bridge does not call; "+
 			"the client stays on its interface", "upstream", u.http.Location(), "interface", u.used,
 			"refused", strings.Join(refused, "; "))

@@ -28,10 +28,12 @@ import (
 const originKey = "sk-origin-secret-4242"
 
 // keyedAgent is a JSON-RPC A2A agent (mineAnswerer) listening on host,
-// which records the Authorization header of every call it gets.
+// which records the Authorization header of every call it gets, and
+// serves card, once set, at the well-known path.
 type keyedAgent struct {
 	rpc  string // the interface URL: http://host:port/rpc
 	addr string // host:port
+	card cardAt
 	mu   sync.Mutex
 	auth []string
 }
@@ -52,6 +54,11 @@ func startKeyedAgent(t *testing.T, host string) *keyedAgent {
 	k.rpc = "http://" + k.addr + "/rpc"
 	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(mineAnswerer{}))
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if card := k.card.body.Load(); card != nil && r.URL.Path == a2asrv.WellKnownAgentCardPath {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(*card)
+			return
+		}
 		k.mu.Lock()
 		k.auth = append(k.auth, r.Header.Get("Authorization"))
 		k.mu.Unlock()
@@ -181,7 +188,8 @@ func askThrough(t *testing.T, p *pipetest.Pipeline, pool string, u *a2abridge.Up
 // them is used instead (and logged without its path); the other host is
 // used once allowed (by host, or host:port, not another port); a card
 // naming localhost or 0.0.0.0, read at 127.0.0.1, is the same machine and
-// used, and refused read at another host; an https
+// used, and read at another host is called there (where the agent is
+// reached, not where it listens); an https
 // upstream whose card names http is refused, allowed or not. It sent
 // "Authorization: Bearer <key>" to whatever host the card named.
 func TestCardOrigin(t *testing.T) {
@@ -264,12 +272,35 @@ func TestCardOrigin(t *testing.T) {
 				t.Errorf("a card naming %s: the agent got no call", host)
 			}
 		}
-		// Read at another host, the same card names an address of the
-		// bridge's own machine, not the agent's: refused, saying why.
-		c := serveCardOn(t, other, false, cardOf("http://localhost:"+port+"/rpc"))
-		_, err := newOriginUpstream(ctx, t, c, &testkit.Buffer{})
-		if err == nil || !strings.Contains(err.Error(), "the address the agent listens on") {
-			t.Errorf("a card read at %s naming localhost: %v, want refused as the address it listens on", other, err)
+		// Read at another host (a container's name, a load balancer's),
+		// such a card names where the agent listens, not where it is
+		// reached: the bridge calls the interface's path where it read
+		// the card, and nothing on this machine's own address.
+		remote := startKeyedAgent(t, other)
+		_, rport, _ := net.SplitHostPort(remote.addr)
+		for i, host := range []string{"localhost", "0.0.0.0"} {
+			remote.card.set(t, cardOf("http://"+net.JoinHostPort(host, rport)+"/rpc"))
+			before, local := len(remote.calls()), len(good.calls())
+			client, err := bridge.NewClient("http://"+remote.addr, bridge.WithCredentials(bridge.Credentials{APIKey: originKey}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var log testkit.Buffer
+			u, err := a2abridge.New(ctx, client, a2abridge.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+			if err != nil {
+				t.Fatalf("a card read at %s naming %s: %v", other, host, err)
+			}
+			t.Cleanup(func() { _ = u.Close() })
+			askThrough(t, p, "origin-moved-"+string(rune('a'+i)), u)
+			if got := remote.calls()[before:]; len(got) == 0 || got[0] != "Bearer "+originKey {
+				t.Errorf("a card read at %s naming %s: the agent there got %q", other, host, got)
+			}
+			if n := len(good.calls()) - local; n != 0 {
+				t.Errorf("a card read at %s naming %s: this machine's 127.0.0.1 got %d calls", other, host, n)
+			}
+			if want := "http://" + net.JoinHostPort(host, rport) + "/… → http://" + remote.addr + "/…"; !strings.Contains(log.String(), want) {
+				t.Errorf("the log does not say the interface moved (%s):\n%s", want, log.String())
+			}
 		}
 	})
 

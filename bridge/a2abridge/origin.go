@@ -23,8 +23,9 @@ import (
 // interfaces on the configured upstream's host (its hostname, on any
 // port: a gRPC interface is host:port beside the card's HTTP port; for an
 // upstream on the bridge's machine, any of that machine's names:
-// thisMachine) are used, and those of the hosts the operator allows
-// (WithAllowedHosts); an
+// thisMachine; on a card read from another host, an interface naming
+// such an address is called at the configured host: reachedAt) are used,
+// and those of the hosts the operator allows (WithAllowedHosts); an
 // https upstream's interface over plain http never is (its credentials
 // would go in clear). A card read again (ReadCard) that names other hosts
 // leaves the client where it is, with a warning.
@@ -166,12 +167,13 @@ func grpcTarget(s string) (endpoint, bool) {
 // configured upstream's scheme and host, and the hosts allowed.
 type origin struct {
 	scheme, host string
+	hostPort     string // the configured URL's host[:port], as given
 	allowed      []allowedHost
 }
 
 func originOf(c *bridge.Client, allowed []allowedHost) origin {
 	b := c.Base()
-	return origin{scheme: strings.ToLower(b.Scheme), host: normHost(b.Hostname()), allowed: allowed}
+	return origin{scheme: strings.ToLower(b.Scheme), host: normHost(b.Hostname()), hostPort: b.Host, allowed: allowed}
 }
 
 // refusal says why iface is not used ("" when it is).
@@ -193,11 +195,35 @@ func (o origin) refusal(iface *a2a.AgentInterface) string {
 			return ""
 		}
 	}
-	if thisMachine(e.host) {
-		return "the address the agent listens on, not where the bridge reaches it (" + o.host +
-			"): its card should name its public URL"
-	}
 	return "another host than the configured upstream's " + o.host
+}
+
+// reachedAt is iface moved to the configured upstream's host when it names
+// where the agent listens (thisMachine: localhost, 0.0.0.0 …) and the card
+// was read from another host (nil otherwise): an agent built from the
+// SDKs' samples advertises the address it binds, which is not where the
+// bridge reaches it (a container's name, a load balancer's), so its card's
+// interface is called where its card was read: an HTTP interface at the
+// configured scheme, host and port (its path kept), a gRPC one at the
+// configured host on its own port. The credentials go to the configured
+// host only.
+func (o origin) reachedAt(iface *a2a.AgentInterface) *a2a.AgentInterface {
+	e, ok := endpointOf(iface)
+	if iface == nil || !ok || !thisMachine(e.host) || thisMachine(o.host) {
+		return nil
+	}
+	moved := *iface
+	if iface.ProtocolBinding == a2a.TransportProtocolGRPC {
+		moved.URL = net.JoinHostPort(o.host, e.port)
+		return &moved
+	}
+	u, err := url.Parse(strings.TrimSpace(iface.URL))
+	if err != nil {
+		return nil
+	}
+	u.Scheme, u.Host = o.scheme, o.hostPort
+	moved.URL = u.String()
+	return &moved
 }
 
 // thisMachine reports whether host is one of the names a card gives for
@@ -216,10 +242,16 @@ func thisMachine(host string) bool {
 }
 
 // split returns the interfaces of card the bridge may call, in the
-// card's order, and the refused ones as logs show them (where: why).
-func (o origin) split(card *a2a.AgentCard) (usable []*a2a.AgentInterface, refused []string) {
+// card's order, those of them moved to the configured host (reachedAt) as
+// logs show them (from → to), and the refused ones (where: why).
+func (o origin) split(card *a2a.AgentCard) (usable []*a2a.AgentInterface, moved, refused []string) {
 	for _, iface := range card.SupportedInterfaces {
 		if why := o.refusal(iface); why != "" {
+			if to := o.reachedAt(iface); to != nil {
+				usable = append(usable, to)
+				moved = append(moved, where(iface)+" → "+where(to))
+				continue
+			}
 			loc := "(none)"
 			if iface != nil {
 				loc = where(iface)
@@ -229,7 +261,7 @@ func (o origin) split(card *a2a.AgentCard) (usable []*a2a.AgentInterface, refuse
 		}
 		usable = append(usable, iface)
 	}
-	return usable, refused
+	return usable, moved, refused
 }
 
 // noInterface is the error of a card none of whose interfaces may be

@@ -1,0 +1,45 @@
+package a2abridge
+
+import (
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+)
+
+// TestReachedAt: an interface naming where the agent listens, on a card
+// read from another host, is called at that host: an HTTP one at the
+// configured scheme, host and port with its own path (an https upstream
+// keeps https), a gRPC one at the configured host on its own port; an
+// interface on another real host, or any interface of an upstream on the
+// bridge's machine, is not moved.
+func TestReachedAt(t *testing.T) {
+	for _, c := range []struct {
+		upstream, url string
+		binding       a2a.TransportProtocol
+		want          string // "" = not moved
+	}{
+		{"http://weather:10000", "http://0.0.0.0:10000/", a2a.TransportProtocolJSONRPC, "http://weather:10000/"},
+		{"http://weather:10000", "http://localhost:10000/a2a/v1", a2a.TransportProtocolHTTPJSON, "http://weather:10000/a2a/v1"},
+		{"https://agent.example/team/card.json", "http://[::]:8000/rpc", a2a.TransportProtocolJSONRPC, "https://agent.example/rpc"},
+		{"http://weather:10000", "0.0.0.0:50051", a2a.TransportProtocolGRPC, "weather:50051"},
+		{"http://[fd00::5]:10000", "[::1]:50051", a2a.TransportProtocolGRPC, "[fd00::5]:50051"},
+		{"http://weather:10000", "http://127.0.0.2:10000/", a2a.TransportProtocolJSONRPC, ""},
+		{"http://weather:10000", "http://evil.example:10000/", a2a.TransportProtocolJSONRPC, ""},
+		{"http://127.0.0.1:10000", "http://0.0.0.0:10000/", a2a.TransportProtocolJSONRPC, ""},
+		{"http://localhost:10000", "[::1]:50051", a2a.TransportProtocolGRPC, ""},
+	} {
+		client, err := bridge.NewClient(c.upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := originOf(client, nil).reachedAt(a2a.NewAgentInterface(c.url, c.binding))
+		switch {
+		case c.want == "" && got != nil:
+			t.Errorf("%s on a card of %s: moved to %s, want it left", c.url, c.upstream, got.URL)
+		case c.want != "" && (got == nil || got.URL != c.want || got.ProtocolBinding != c.binding):
+			t.Errorf("%s on a card of %s: %+v, want %s", c.url, c.upstream, got, c.want)
+		}
+	}
+}
