@@ -29,14 +29,22 @@ import (
 // secrets: String and LogValue print only which are set, and nothing of
 // them is ever written to a frame, a stream or a log.
 type Credentials struct {
-	APIKey  string
-	Headers map[string]string
+	APIKey string
+	// KeyHeader is the header the API key is sent in, as it is, for an
+	// upstream that asks for it there (an A2A agent whose card declares
+	// an API key scheme in a header: Client.WithKeyHeader); "" sends it
+	// as "Authorization: Bearer <key>".
+	KeyHeader string
+	Headers   map[string]string
 }
 
 // String names the credentials without their values.
 func (c Credentials) String() string {
 	var parts []string
-	if c.APIKey != "" {
+	switch {
+	case c.APIKey != "" && c.KeyHeader != "":
+		parts = append(parts, "api key in header "+http.CanonicalHeaderKey(c.KeyHeader))
+	case c.APIKey != "":
 		parts = append(parts, "api key")
 	}
 	for k := range c.Headers {
@@ -127,7 +135,10 @@ func (c *Client) Scrub(s string) string { return c.creds.scrub(s) }
 
 // apply sets the credentials on h.
 func (c Credentials) apply(h http.Header) {
-	if c.APIKey != "" {
+	switch {
+	case c.APIKey != "" && c.KeyHeader != "":
+		h.Set(c.KeyHeader, c.APIKey)
+	case c.APIKey != "":
 		h.Set("Authorization", "Bearer "+c.APIKey)
 	}
 	for k, v := range c.Headers {
@@ -157,28 +168,62 @@ func WithIdleTimeout(d time.Duration) ClientOption {
 // Header names and values must be valid (a value with a line feed or
 // another control character, as an API key read from a file with its
 // newline, is refused: every call would fail); Authorization in Headers
-// and an API key together are refused (one would overwrite the other).
-// The errors never quote a value.
+// and an API key together are refused (one would overwrite the other), as
+// are a KeyHeader that is no header name or that Headers sets too. The
+// errors never quote a value.
 func WithCredentials(cr Credentials) ClientOption {
 	return func(c *Client) error {
 		if !validHeaderValue(cr.APIKey) {
 			return fmt.Errorf("%w: the API key holds a control character (a trailing newline?)", ErrInvalidOption)
 		}
+		keyIn := "Authorization"
+		if cr.KeyHeader != "" {
+			if !validHeaderName(cr.KeyHeader) {
+				return fmt.Errorf("%w: API key header name %q", ErrInvalidOption, cr.KeyHeader)
+			}
+			keyIn = http.CanonicalHeaderKey(cr.KeyHeader)
+		}
 		for k, v := range cr.Headers {
-			if k == "" || strings.ContainsAny(k, " :\r\n") {
+			if !validHeaderName(k) {
 				return fmt.Errorf("%w: header name %q", ErrInvalidOption, k)
 			}
 			if !validHeaderValue(v) {
 				return fmt.Errorf("%w: the value of header %q holds a control character", ErrInvalidOption, k)
 			}
-			if cr.APIKey != "" && http.CanonicalHeaderKey(k) == "Authorization" {
-				return fmt.Errorf("%w: an API key and an Authorization header together", ErrInvalidOption)
+			if cr.APIKey != "" && http.CanonicalHeaderKey(k) == keyIn {
+				return fmt.Errorf("%w: an API key and a %s header together", ErrInvalidOption, keyIn)
 			}
 		}
 		c.creds = cr
 		return nil
 	}
 }
+
+// WithKeyHeader returns a client like c whose API key goes in header
+// name, as it is (Credentials.KeyHeader); c is unchanged. It returns c
+// itself when c has no API key, or when its Headers set that header (the
+// operator's own value wins). Errors wrap ErrInvalidOption.
+func (c *Client) WithKeyHeader(name string) (*Client, error) {
+	if c.creds.APIKey == "" {
+		return c, nil
+	}
+	for k := range c.creds.Headers {
+		if http.CanonicalHeaderKey(k) == http.CanonicalHeaderKey(name) {
+			return c, nil
+		}
+	}
+	cr := c.creds
+	cr.KeyHeader = name
+	moved := *c
+	if err := WithCredentials(cr)(&moved); err != nil {
+		return nil, err
+	}
+	return &moved, nil
+}
+
+// validHeaderName reports whether k may be a header's name as the
+// credentials give it.
+func validHeaderName(k string) bool { return k != "" && !strings.ContainsAny(k, " :\r\n") }
 
 // validHeaderValue reports whether v may be an HTTP header's value: no
 // control character but tab (RFC 9110 field-value).

@@ -202,6 +202,9 @@ func TestCredentialsHidden(t *testing.T) {
 	if cr.String() != "api key, header X-Api-Key" || (Credentials{}).String() != "none" {
 		t.Errorf("String: %q", cr.String())
 	}
+	if s := (Credentials{APIKey: "sk-secret-1", KeyHeader: "x-agent-key"}).String(); s != "api key in header X-Agent-Key" {
+		t.Errorf("String: %q", s)
+	}
 	if got := cr.scrub("echo: Bearer sk-secret-1 / hdr-secret-2"); got != "echo: Bearer [redacted] / [redacted]" {
 		t.Errorf("scrub: %q", got)
 	}
@@ -247,6 +250,8 @@ func TestClientOptions(t *testing.T) {
 		"header with CRLF":   WithCredentials(Credentials{Headers: map[string]string{"X-A\r\nB": "v"}}),
 		"key and auth both":  WithCredentials(Credentials{APIKey: "k", Headers: map[string]string{"authorization": "v"}}),
 		"header with spaces": WithCredentials(Credentials{Headers: map[string]string{"X A": "v"}}),
+		"key header name":    WithCredentials(Credentials{APIKey: "k", KeyHeader: "X Key"}),
+		"key header twice":   WithCredentials(Credentials{APIKey: "k", KeyHeader: "X-Key", Headers: map[string]string{"x-key": "v"}}),
 	} {
 		if _, err := NewClient("http://127.0.0.1:1", o); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("%s: %v", name, err)
@@ -699,5 +704,41 @@ func TestHeaderWaitBoundedWithTransport(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Errorf("the call ended at the caller's deadline (%v), not at the 50ms idle timeout", err)
+	}
+}
+
+// TestClientWithKeyHeader: WithKeyHeader moves the API key into a header
+// of its own, as it is, on a copy (the client it was called on still
+// sends a bearer token); a client without a key, or whose headers set
+// that header, is returned as it is; a name that is no header name is
+// refused.
+func TestClientWithKeyHeader(t *testing.T) {
+	c, err := NewClient("http://127.0.0.1:1", WithCredentials(Credentials{APIKey: "sk-k1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved, err := c.WithKeyHeader("X-Agent-Key")
+	if err != nil || moved == c {
+		t.Fatalf("WithKeyHeader: %v, %v", moved, err)
+	}
+	for _, x := range []struct {
+		c         *Client
+		key, auth string
+	}{{moved, "sk-k1", ""}, {c, "", "Bearer sk-k1"}} {
+		h := http.Header{}
+		x.c.SetHeaders(context.Background(), h, nil)
+		if h.Get("X-Agent-Key") != x.key || h.Get("Authorization") != x.auth {
+			t.Errorf("headers %v, want X-Agent-Key %q and Authorization %q", h, x.key, x.auth)
+		}
+	}
+	if _, err := c.WithKeyHeader("X Key"); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("a key header with a space: %v", err)
+	}
+	none, _ := NewClient("http://127.0.0.1:1")
+	own, _ := NewClient("http://127.0.0.1:1", WithCredentials(Credentials{APIKey: "sk-k1", Headers: map[string]string{"x-agent-key": "v"}}))
+	for _, x := range []*Client{none, own} {
+		if got, err := x.WithKeyHeader("X-Agent-Key"); got != x || err != nil {
+			t.Errorf("WithKeyHeader of %s: %p, %v; want the client itself", x.creds, got, err)
+		}
 	}
 }

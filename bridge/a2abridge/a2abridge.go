@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -118,6 +119,17 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 		cfg.log.Warn("a2a bridge: interfaces of the agent's card not used (another host, or http for an https upstream; "+
 			"E2A_UPSTREAM_ALLOWED_HOSTS allows a host)", "upstream", c.Location(), "refused", strings.Join(refused, "; "))
 	}
+	if h := keyHeader(card); h != "" {
+		switch kc, err := c.WithKeyHeader(h); {
+		case err != nil:
+			cfg.log.Warn("a2a bridge: the agent's card asks for an API key in a header the bridge cannot send; "+
+				"the key goes as a bearer token", "upstream", c.Location(), "err", err)
+		case kc != c:
+			c = kc
+			cfg.log.Info("a2a bridge: the agent's card asks for an API key in a header: E2A_UPSTREAM_API_KEY is sent there",
+				"upstream", c.Location(), "header", http.CanonicalHeaderKey(h))
+		}
+	}
 	// The client is built from the card with only those interfaces.
 	callable := *card
 	callable.SupportedInterfaces = usable
@@ -226,6 +238,39 @@ func restError(r *http.Response) bool {
 		}
 	}
 	return false
+}
+
+// keyHeader is the header an API key goes in for card: "" (as
+// "Authorization: Bearer <key>") when the card asks for no credential, or
+// offers a bearer token (HTTP bearer, OAuth 2, OpenID Connect) among its
+// options; else the header of the first API key scheme in a header that
+// its security requirements name (by name within one; its schemes by
+// name when it lists no requirement). A key in a query or a cookie is not
+// sent that way: the key goes as a bearer token then.
+func keyHeader(card *a2a.AgentCard) string {
+	var names []a2a.SecuritySchemeName
+	for _, req := range card.SecurityRequirements {
+		names = append(names, slices.Sorted(maps.Keys(req))...)
+	}
+	if len(card.SecurityRequirements) == 0 {
+		names = slices.Sorted(maps.Keys(card.SecuritySchemes))
+	}
+	header := ""
+	for _, n := range names {
+		switch s := card.SecuritySchemes[n].(type) {
+		case a2a.HTTPAuthSecurityScheme:
+			if strings.EqualFold(s.Scheme, "bearer") {
+				return ""
+			}
+		case a2a.OAuth2SecurityScheme, a2a.OpenIDConnectSecurityScheme:
+			return ""
+		case a2a.APIKeySecurityScheme:
+			if header == "" && s.Location == a2a.APIKeySecuritySchemeLocationHeader {
+				header = strings.TrimSpace(s.Name)
+			}
+		}
+	}
+	return header
 }
 
 // cardPath is where an agent serves its card (A2A v0.3 and v1.0).

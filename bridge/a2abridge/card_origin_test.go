@@ -28,20 +28,30 @@ import (
 const originKey = "sk-origin-secret-4242"
 
 // keyedAgent is a JSON-RPC A2A agent (mineAnswerer) listening on host,
-// which records the Authorization header of every call it gets, and
-// serves card, once set, at the well-known path.
+// which records the headers of every call it gets, and serves card, once
+// set, at the well-known path.
 type keyedAgent struct {
-	rpc  string // the interface URL: http://host:port/rpc
-	addr string // host:port
-	card cardAt
-	mu   sync.Mutex
-	auth []string
+	rpc     string // the interface URL: http://host:port/rpc
+	addr    string // host:port
+	card    cardAt
+	mu      sync.Mutex
+	headers []http.Header
 }
 
+// calls are the Authorization headers of the calls so far.
 func (k *keyedAgent) calls() []string {
+	return k.header("Authorization")
+}
+
+// header is the header name of each call so far.
+func (k *keyedAgent) header(name string) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return append([]string(nil), k.auth...)
+	out := make([]string, len(k.headers))
+	for i, h := range k.headers {
+		out[i] = h.Get(name)
+	}
+	return out
 }
 
 func startKeyedAgent(t *testing.T, host string) *keyedAgent {
@@ -60,7 +70,7 @@ func startKeyedAgent(t *testing.T, host string) *keyedAgent {
 			return
 		}
 		k.mu.Lock()
-		k.auth = append(k.auth, r.Header.Get("Authorization"))
+		k.headers = append(k.headers, r.Header.Clone())
 		k.mu.Unlock()
 		rpc.ServeHTTP(w, r)
 	})}

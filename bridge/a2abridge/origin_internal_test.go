@@ -43,3 +43,25 @@ func TestReachedAt(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyHeaderOfV03Card: a v0.3 card's API key scheme (the form the
+// Python SDK's 0.3 releases write: "type": "apiKey", "in": "header")
+// gives its header, read through the v0.3 parser; its bearer scheme gives
+// none.
+func TestKeyHeaderOfV03Card(t *testing.T) {
+	for _, c := range []struct{ schemes, want string }{
+		{`"securitySchemes":{"key":{"type":"apiKey","in":"header","name":"X-API-Key"}},"security":[{"key":[]}]`, "X-API-Key"},
+		{`"securitySchemes":{"key":{"type":"apiKey","in":"header","name":"X-API-Key"},"jwt":{"type":"http","scheme":"bearer"}},"security":[{"key":[]},{"jwt":[]}]`, ""},
+		{`"securitySchemes":{"key":{"type":"apiKey","in":"cookie","name":"session"}},"security":[{"key":[]}]`, ""},
+	} {
+		card, err := parseEitherCard([]byte(`{"name":"v03","description":"d","version":"1","protocolVersion":"0.3.0",` +
+			`"url":"http://127.0.0.1:9999/","preferredTransport":"JSONRPC","capabilities":{},"defaultInputModes":["text/plain"],` +
+			`"defaultOutputModes":["text/plain"],"skills":[],` + c.schemes + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := keyHeader(card); got != c.want {
+			t.Errorf("%s: key header %q, want %q", c.schemes, got, c.want)
+		}
+	}
+}

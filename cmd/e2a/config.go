@@ -464,7 +464,8 @@ type UpstreamConfig struct {
 	// ThinkOpen: the OpenAI-compatible model's chat template opens its
 	// <think> block in the prompt (openai.WithThinkOpen).
 	ThinkOpen bool `envconfig:"E2A_UPSTREAM_THINK_OPEN"`
-	// APIKey is sent as "Authorization: Bearer <key>".
+	// APIKey is sent as "Authorization: Bearer <key>", or in the header an
+	// A2A agent's card asks for an API key in.
 	APIKey string `envconfig:"E2A_UPSTREAM_API_KEY"`
 	// Headers are extra headers sent upstream, "Name: value" pairs
 	// separated by ";" (values may be secrets).

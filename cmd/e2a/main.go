@@ -147,7 +147,8 @@ var helps = map[string]commandHelp{
 ` + memoryLimitEnv + `  E2A_WORKFLOW_*            the workflow pool's policy, vault and cache (workflow/doc.go)
   E2A_UPSTREAM_KIND, E2A_UPSTREAM_URL, E2A_UPSTREAM_MODEL, E2A_UPSTREAM_SYSTEM
                             the upstream, as the flags give it (the flags win)
-  E2A_UPSTREAM_API_KEY      sent upstream as "Authorization: Bearer <key>" (never logged or stored)
+  E2A_UPSTREAM_API_KEY      sent upstream as "Authorization: Bearer <key>", or in the header an A2A agent's card
+                            asks for an API key in (never logged or stored)
   E2A_UPSTREAM_HEADERS      extra headers sent upstream, "Name: value; Name2: value2"
   E2A_UPSTREAM_CONNECT_TIMEOUT (5s), E2A_UPSTREAM_IDLE_TIMEOUT (60s), E2A_UPSTREAM_MAX_IN_FLIGHT (64),
   E2A_UPSTREAM_RETRIES (3), E2A_UPSTREAM_RETRY_BASE (200ms), E2A_UPSTREAM_RETRY_MAX (10s)
