@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -314,25 +313,16 @@ func (e *startFailure) Error() string { return e.msg }
 func (e *startFailure) Unwrap() error { return e.err }
 
 // refusedAtStart returns err as a *startFailure when it is the upstream's
-// 401 or 403 to call (a bridge.Error of code upstream_auth, or a2a-go's
-// card resolver's status, which bridge.Classify leaves a protocol error),
-// else nil. loc is the upstream's Location; headers the
+// 401 or 403 to call (a bridge.Error of code upstream_auth: an A2A
+// agent's card refused is one too), else nil. loc is the upstream's Location; headers the
 // E2A_UPSTREAM_HEADERS sent. The upstream's words are quoted as the
 // bridge scrubbed them.
 func refusedAtStart(err error, u UpstreamConfig, loc, call string, headers map[string]string) error {
 	var be *bridge.Error
-	var card *agentcard.ErrStatusNotOK
-	status, words := 0, ""
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &be) && be.Code == bridge.CodeAuth:
-		status, words = be.Status, be.Message
-	case errors.As(err, &card) && (card.StatusCode == http.StatusUnauthorized || card.StatusCode == http.StatusForbidden):
-		status, words = card.StatusCode, card.Error()
-	default:
+	if !errors.As(err, &be) || be.Code != bridge.CodeAuth {
 		return nil
 	}
+	status, words := be.Status, be.Message
 	return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s answered %d (%s) to %s: %s; %s",
 		u.Kind, loc, status, bridge.CodeAuth, call, credentialsRefused(u.APIKey != "", headers), words)}
 }
