@@ -1,19 +1,14 @@
 package deploy
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // testTLS is a certificate authority and one server certificate signed by
@@ -38,64 +33,9 @@ func (c *testTLS) natsTLSEnv() []string {
 // in both directions).
 func newTestTLS(t testing.TB) *testTLS {
 	t.Helper()
-	dir := t.TempDir()
-	c := &testTLS{Dir: dir, CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key"),
-		serverNames: []string{"localhost", "nats-1", "nats-2", "nats-3"}, addrs: []string{"127.0.0.1"}}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "e2a test CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "nats"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:     c.serverNames,
-	}
-	for _, a := range c.addrs {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(a))
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for path, block := range map[string]*pem.Block{
-		c.CA:   {Type: "CERTIFICATE", Bytes: caDER},
-		c.Cert: {Type: "CERTIFICATE", Bytes: der},
-		c.Key:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c := &testTLS{serverNames: []string{"localhost", "nats-1", "nats-2", "nats-3"}, addrs: []string{"127.0.0.1"}}
+	f := testkit.WriteTLS(t, append(append([]string(nil), c.serverNames...), c.addrs...)...)
+	c.Dir, c.CA, c.Cert, c.Key = f.Dir, f.CA, f.Cert, f.Key
 	return c
 }
 
