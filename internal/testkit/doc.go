@@ -3,7 +3,8 @@
 // conditions that no event announces (a metric, a count on the server),
 // golden files, HTTP requests closed at the test's end (Open, Do, Get),
 // the reads of the E2A read API its sources must answer alike
-// (ReadAPIReads) and an upstream whose answer a fuzz case sets (Answerer).
+// (ReadAPIReads), an upstream whose answer a fuzz case sets (Answerer) and
+// a certificate authority's files (WriteTLS).
 //
 // Tests synchronise on events where there is one (a channel, a frame, a
 // subscription); Eventually is for the rest, and it fails the test with
