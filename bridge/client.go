@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -290,6 +291,7 @@ type Client struct {
 	connect time.Duration
 	idle    time.Duration
 	creds   Credentials
+	tls     *tls.Config // WithTLSConfig; nil: the system's roots
 	rt      http.RoundTripper
 }
 
@@ -305,12 +307,16 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 		return nil, err
 	}
 	if c.rt != nil {
+		if c.tls != nil {
+			return nil, fmt.Errorf("%w: a TLS configuration with a transport of the caller's (give the transport its TLS)", ErrInvalidOption)
+		}
 		c.rt = headerWait{rt: c.rt, d: c.idle}
 	} else {
 		d := &net.Dialer{Timeout: c.connect, KeepAlive: 30 * time.Second}
 		c.rt = &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           d.DialContext,
+			TLSClientConfig:       c.TLSConfig(),
 			TLSHandshakeTimeout:   c.connect,
 			ResponseHeaderTimeout: c.idle,
 			MaxIdleConnsPerHost:   256,
@@ -319,6 +325,26 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// WithTLSConfig sets the TLS of calls to an https upstream (a copy of
+// cfg is kept): the authorities its certificate is checked against
+// (RootCAs; nil: the system's roots, which SSL_CERT_FILE can name) and the
+// client certificate it presents when asked (Certificates: mutual TLS, an
+// A2A agent whose card declares mtlsSecurityScheme). It cannot go with
+// WithTransport (that transport's TLS is the caller's).
+func WithTLSConfig(cfg *tls.Config) ClientOption {
+	return option.NotNil(ErrInvalidOption, "TLS configuration", cfg, func(c *Client) { c.tls = cfg.Clone() })
+}
+
+// TLSConfig is the TLS configuration of the client's calls, for an SDK
+// that dials on its own (a2a-go's gRPC transport): WithTLSConfig's, else
+// the system's roots. It is a new value each call.
+func (c *Client) TLSConfig() *tls.Config {
+	if c.tls != nil {
+		return c.tls.Clone()
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12}
 }
 
 // noRedirect is the CheckRedirect of the clients the SDKs are given:

@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -252,10 +253,14 @@ func TestClientOptions(t *testing.T) {
 		"header with spaces": WithCredentials(Credentials{Headers: map[string]string{"X A": "v"}}),
 		"key header name":    WithCredentials(Credentials{APIKey: "k", KeyHeader: "X Key"}),
 		"key header twice":   WithCredentials(Credentials{APIKey: "k", KeyHeader: "X-Key", Headers: map[string]string{"x-key": "v"}}),
+		"nil TLS":            WithTLSConfig(nil),
 	} {
 		if _, err := NewClient("http://127.0.0.1:1", o); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	if _, err := NewClient("https://127.0.0.1:1", WithTransport(http.DefaultTransport), WithTLSConfig(&tls.Config{})); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("a TLS configuration with a transport of the caller's: %v", err)
 	}
 	c, err := NewClient("https://example.com:8443/agent?x=1", WithIdleTimeout(time.Second))
 	if err != nil || c.Name() != "https://example.com:8443" || c.IdleTimeout() != time.Second || c.Base().Path != "/agent" {

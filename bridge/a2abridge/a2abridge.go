@@ -144,7 +144,7 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 	})
 	creds := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if c.Base().Scheme == "https" {
-		creds[0] = grpc.WithTransportCredentials(credentials.NewClientTLSFromCert(nil, ""))
+		creds[0] = grpc.WithTransportCredentials(credentials.NewTLS(c.TLSConfig()))
 	}
 	creds = append(creds, grpcIdle(c.IdleTimeout())...)
 	creds = append(creds, grpcRateLimited()...)

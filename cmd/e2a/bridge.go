@@ -140,9 +140,16 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err := bridge.CheckOptions(opts...); err != nil {
 		return nil, err
 	}
-	client, err := bridge.NewClient(u.URL, namedOption("E2A_UPSTREAM_CONNECT_TIMEOUT", bridge.WithConnectTimeout(u.ConnectTimeout)),
+	copts := []bridge.ClientOption{namedOption("E2A_UPSTREAM_CONNECT_TIMEOUT", bridge.WithConnectTimeout(u.ConnectTimeout)),
 		namedOption("E2A_UPSTREAM_IDLE_TIMEOUT", bridge.WithIdleTimeout(u.IdleTimeout)),
-		bridge.WithCredentials(bridge.Credentials{APIKey: u.APIKey, Headers: headers}))
+		bridge.WithCredentials(bridge.Credentials{APIKey: u.APIKey, Headers: headers})}
+	switch o, err := u.tlsOption(); {
+	case err != nil:
+		return nil, err
+	case o != nil:
+		copts = append(copts, o)
+	}
+	client, err := bridge.NewClient(u.URL, copts...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -510,6 +512,45 @@ type UpstreamConfig struct {
 	// "max_tokens":1024}; openai.ParseParams checks them); a request's own
 	// params replace them, but for a token limit above it.
 	Params string `envconfig:"E2A_UPSTREAM_PARAMS"`
+	// TLSCA is the PEM file of the authorities an https upstream's
+	// certificate is checked against instead of the system's roots;
+	// TLSCert and TLSKey are the PEM files of the client certificate the
+	// bridge presents to an upstream that asks for one (mutual TLS), both
+	// or neither.
+	TLSCA   string `envconfig:"E2A_UPSTREAM_TLS_CA"`
+	TLSCert string `envconfig:"E2A_UPSTREAM_TLS_CERT"`
+	TLSKey  string `envconfig:"E2A_UPSTREAM_TLS_KEY"`
+}
+
+// tlsOption is the option of the TLS that TLSCA, TLSCert and TLSKey set,
+// nil for none; an error names the variables.
+func (u UpstreamConfig) tlsOption() (bridge.ClientOption, error) {
+	if u.TLSCA == "" && u.TLSCert == "" && u.TLSKey == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if u.TLSCA != "" {
+		pem, err := os.ReadFile(u.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("E2A_UPSTREAM_TLS_CA: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("E2A_UPSTREAM_TLS_CA: %s holds no PEM certificate", u.TLSCA)
+		}
+	}
+	const pair = "E2A_UPSTREAM_TLS_CERT, E2A_UPSTREAM_TLS_KEY"
+	switch {
+	case (u.TLSCert == "") != (u.TLSKey == ""):
+		return nil, fmt.Errorf("%s go together", pair)
+	case u.TLSCert != "":
+		cert, err := tls.LoadX509KeyPair(u.TLSCert, u.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("%s: the client certificate: %w", pair, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return bridge.WithTLSConfig(cfg), nil
 }
 
 // headers parses Headers ("Name: value; Name2: value2").

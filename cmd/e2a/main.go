@@ -159,6 +159,9 @@ var helps = map[string]commandHelp{
   E2A_UPSTREAM_NAME, E2A_UPSTREAM_DESCRIPTION
                             the pool's name and description in its agent card
   E2A_UPSTREAM_CARD_REFRESH how often an A2A upstream's card is read again (default 5m; 0 = at start only)
+  E2A_UPSTREAM_TLS_CA, E2A_UPSTREAM_TLS_CERT, E2A_UPSTREAM_TLS_KEY
+                            an https upstream's authority (default: the system's roots, which SSL_CERT_FILE
+                            can name) and the client certificate for one that asks for it (mutual TLS)
   E2A_UPSTREAM_ALLOWED_HOSTS
                             hosts (comma-separated, host or host:port) besides the URL's own where an A2A
                             upstream's card may put the interface called with the credentials (default: none)

@@ -1,6 +1,7 @@
 package a2aupstream
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -45,6 +46,11 @@ type Options struct {
 	// Headers are further headers (or gRPC metadata) every A2A call must
 	// carry with exactly these values, refused like a missing bearer.
 	Headers map[string]string
+
+	// TLS, when set, serves the card, the HTTP bindings and gRPC over TLS
+	// with it (a client certificate asked for, if it says so): the card's
+	// URL and interfaces are then https (gRPC: TLS on its host:port).
+	TLS *tls.Config
 
 	// SlowInterval is the time between two chunks of the "slow:"
 	// scenario (default 50 ms); SlowChunks bounds how many it sends

@@ -2,6 +2,7 @@ package a2aupstream
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // Paths of the HTTP bindings under the server's base URL.
@@ -108,6 +110,10 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.base = "http://" + cardLn.Addr().String()
+	if o.TLS != nil {
+		s.base = "https://" + cardLn.Addr().String()
+		cardLn = tls.NewListener(cardLn, o.TLS)
+	}
 	store := holdingStore{Store: taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()}), s: s}
 	h := &handler{s: s, RequestHandler: a2asrv.NewHandler(&executor{s: s}, a2asrv.WithLogger(o.Logger), a2asrv.WithTaskStore(store))}
 	mux := http.NewServeMux()
@@ -119,7 +125,11 @@ func New(o Options) (*Server, error) {
 			return nil, err
 		}
 		s.iface = ln.Addr().String()
-		s.grpcSrv = grpc.NewServer(grpc.UnaryInterceptor(s.faultUnary), grpc.StreamInterceptor(s.faultStream))
+		gopts := []grpc.ServerOption{grpc.UnaryInterceptor(s.faultUnary), grpc.StreamInterceptor(s.faultStream)}
+		if o.TLS != nil {
+			gopts = append(gopts, grpc.Creds(credentials.NewTLS(o.TLS)))
+		}
+		s.grpcSrv = grpc.NewServer(gopts...)
 		if o.V03 {
 			grpcv0.NewHandler(h).RegisterWith(s.grpcSrv)
 		} else {

@@ -24,6 +24,8 @@ type TLSFiles struct {
 	CA, Cert, Key string // ca.crt, tls.crt, tls.key
 	// Pair is the certificate and its key, for a server in the test.
 	Pair tls.Certificate
+	// Roots holds the authority, for a TLS configuration in the test.
+	Roots *x509.CertPool
 }
 
 // WriteTLS generates, in a fresh directory, an ECDSA P-256 authority and a
@@ -94,5 +96,7 @@ func WriteTLS(t testing.TB, hosts ...string) TLSFiles {
 	if f.Pair, err = tls.LoadX509KeyPair(f.Cert, f.Key); err != nil {
 		t.Fatal(err)
 	}
+	f.Roots = x509.NewCertPool()
+	f.Roots.AddCert(caCert)
 	return f
 }
