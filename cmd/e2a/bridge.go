@@ -115,6 +115,22 @@ func namedOption[C any, O ~func(*C) error](vars string, o O) O {
 	}
 }
 
+// upstreamClient is the client of upstream u: its timeouts, credentials
+// (headers: E2A_UPSTREAM_HEADERS parsed) and TLS; a refused setting names
+// its variables.
+func upstreamClient(u UpstreamConfig, headers map[string]string) (*bridge.Client, error) {
+	opts := []bridge.ClientOption{namedOption("E2A_UPSTREAM_CONNECT_TIMEOUT", bridge.WithConnectTimeout(u.ConnectTimeout)),
+		namedOption("E2A_UPSTREAM_IDLE_TIMEOUT", bridge.WithIdleTimeout(u.IdleTimeout)),
+		bridge.WithCredentials(bridge.Credentials{APIKey: u.APIKey, Headers: headers})}
+	switch o, err := u.tlsOption(); {
+	case err != nil:
+		return nil, err
+	case o != nil:
+		opts = append(opts, o)
+	}
+	return bridge.NewClient(u.URL, opts...)
+}
+
 // newBridge builds the handler of pool for upstream u: its client, its
 // conversations store and pool card (E2A_BRIDGE), and the bridge around
 // it. An unreachable A2A card fails here, before the pool starts.
@@ -140,16 +156,7 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err := bridge.CheckOptions(opts...); err != nil {
 		return nil, err
 	}
-	copts := []bridge.ClientOption{namedOption("E2A_UPSTREAM_CONNECT_TIMEOUT", bridge.WithConnectTimeout(u.ConnectTimeout)),
-		namedOption("E2A_UPSTREAM_IDLE_TIMEOUT", bridge.WithIdleTimeout(u.IdleTimeout)),
-		bridge.WithCredentials(bridge.Credentials{APIKey: u.APIKey, Headers: headers})}
-	switch o, err := u.tlsOption(); {
-	case err != nil:
-		return nil, err
-	case o != nil:
-		copts = append(copts, o)
-	}
-	client, err := bridge.NewClient(u.URL, copts...)
+	client, err := upstreamClient(u, headers)
 	if err != nil {
 		return nil, err
 	}
