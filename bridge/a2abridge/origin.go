@@ -208,8 +208,11 @@ func (o origin) refusal(iface *a2a.AgentInterface) string {
 // configured host on its own port. The credentials go to the configured
 // host only.
 func (o origin) reachedAt(iface *a2a.AgentInterface) *a2a.AgentInterface {
+	if iface == nil {
+		return nil
+	}
 	e, ok := endpointOf(iface)
-	if iface == nil || !ok || !thisMachine(e.host) || thisMachine(o.host) {
+	if !ok || !thisMachine(e.host) || thisMachine(o.host) {
 		return nil
 	}
 	moved := *iface

@@ -65,3 +65,20 @@ func TestKeyHeaderOfV03Card(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitNilInterface: a card listing a null interface (a malformed or
+// hostile card's "supportedInterfaces":[null, …]) has it refused, the
+// others split as usual, read from another host too (where an interface
+// naming a local address is moved): it panicked there.
+func TestSplitNilInterface(t *testing.T) {
+	client, err := bridge.NewClient("http://weather:10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	card := &a2a.AgentCard{SupportedInterfaces: []*a2a.AgentInterface{nil,
+		a2a.NewAgentInterface("http://0.0.0.0:10000/", a2a.TransportProtocolJSONRPC)}}
+	usable, moved, refused := originOf(client, nil).split(card)
+	if len(usable) != 1 || usable[0].URL != "http://weather:10000/" || len(moved) != 1 || len(refused) != 1 || refused[0] != "(none): no interface" {
+		t.Errorf("split: usable %v, moved %q, refused %q", usable, moved, refused)
+	}
+}
