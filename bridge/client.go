@@ -22,6 +22,8 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/redact"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Credentials are what the bridge sends the upstream to authenticate: an
@@ -179,13 +181,13 @@ func WithCredentials(cr Credentials) ClientOption {
 		}
 		keyIn := "Authorization"
 		if cr.KeyHeader != "" {
-			if !validHeaderName(cr.KeyHeader) {
+			if !httpguts.ValidHeaderFieldName(cr.KeyHeader) {
 				return fmt.Errorf("%w: API key header name %q", ErrInvalidOption, cr.KeyHeader)
 			}
 			keyIn = http.CanonicalHeaderKey(cr.KeyHeader)
 		}
 		for k, v := range cr.Headers {
-			if !validHeaderName(k) {
+			if !httpguts.ValidHeaderFieldName(k) {
 				return fmt.Errorf("%w: header name %q", ErrInvalidOption, k)
 			}
 			if !validHeaderValue(v) {
@@ -221,10 +223,6 @@ func (c *Client) WithKeyHeader(name string) (*Client, error) {
 	}
 	return &moved, nil
 }
-
-// validHeaderName reports whether k may be a header's name as the
-// credentials give it.
-func validHeaderName(k string) bool { return k != "" && !strings.ContainsAny(k, " :\r\n") }
 
 // validHeaderValue reports whether v may be an HTTP header's value: no
 // control character but tab (RFC 9110 field-value).

@@ -252,6 +252,10 @@ func TestClientOptions(t *testing.T) {
 		"key and auth both":  WithCredentials(Credentials{APIKey: "k", Headers: map[string]string{"authorization": "v"}}),
 		"header with spaces": WithCredentials(Credentials{Headers: map[string]string{"X A": "v"}}),
 		"key header name":    WithCredentials(Credentials{APIKey: "k", KeyHeader: "X Key"}),
+		"header not a token": WithCredentials(Credentials{Headers: map[string]string{"X(A)": "v"}}),
+		"header with a tab":  WithCredentials(Credentials{Headers: map[string]string{"X\tA": "v"}}),
+		"header not ASCII":   WithCredentials(Credentials{Headers: map[string]string{"Käse": "v"}}),
+		"key header token":   WithCredentials(Credentials{APIKey: "k", KeyHeader: "X-Key;v=1"}),
 		"key header twice":   WithCredentials(Credentials{APIKey: "k", KeyHeader: "X-Key", Headers: map[string]string{"x-key": "v"}}),
 		"nil TLS":            WithTLSConfig(nil),
 	} {
@@ -736,8 +740,10 @@ func TestClientWithKeyHeader(t *testing.T) {
 			t.Errorf("headers %v, want X-Agent-Key %q and Authorization %q", h, x.key, x.auth)
 		}
 	}
-	if _, err := c.WithKeyHeader("X Key"); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("a key header with a space: %v", err)
+	for _, name := range []string{"X Key", "X-Key;v=1", "\"X-Key\"", "Schlüssel"} {
+		if _, err := c.WithKeyHeader(name); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("a key header %q (no RFC 9110 token): %v", name, err)
+		}
 	}
 	none, _ := NewClient("http://127.0.0.1:1")
 	own, _ := NewClient("http://127.0.0.1:1", WithCredentials(Credentials{APIKey: "sk-k1", Headers: map[string]string{"x-agent-key": "v"}}))

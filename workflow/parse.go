@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/normalizer"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Parse limits.
@@ -453,7 +455,7 @@ func decodeApiCall(r *fieldReader) *ApiCall {
 		op.Headers = map[string]HeaderValue{}
 		for name, v := range h {
 			f := "headers." + name
-			if !validHeaderName(name) {
+			if !httpguts.ValidHeaderFieldName(name) {
 				r.errorf(f, CodeInvalidField, "invalid header name")
 				continue
 			}
@@ -513,19 +515,6 @@ func decodeApiCall(r *fieldReader) *ApiCall {
 		}
 	}
 	return op
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // parseURLTemplate parses an ApiCall url: http or https, no user
