@@ -284,7 +284,9 @@ const legacyCardPath = "/.well-known/agent.json"
 // gives no interface, as v0.3. (It was read once per parser: a server that
 // hung kept the start waiting for twice the idle timeout.) Given an
 // agent's base URL whose /.well-known/agent-card.json is not found (404),
-// it reads legacyCardPath; when that fails too, the first error stands.
+// it reads legacyCardPath, whose error, unless a second 404, is the one
+// reported (an agent there that asks for credentials, is down or serves
+// what is no card says so, rather than "not found").
 func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) {
 	base := c.Base()
 	var path []agentcard.ResolveOption
@@ -296,9 +298,13 @@ func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) 
 	r := &agentcard.Resolver{Client: cardHTTP(c), CardParser: parseEitherCard}
 	card, err := r.Resolve(ctx, root, path...)
 	var status *agentcard.ErrStatusNotOK
+	at := cardPath
 	if path == nil && errors.As(err, &status) && status.StatusCode == http.StatusNotFound {
-		if legacy, lerr := r.Resolve(ctx, root, agentcard.WithPath(legacyCardPath)); lerr == nil {
-			card, err = legacy, nil
+		legacy, lerr := r.Resolve(ctx, root, agentcard.WithPath(legacyCardPath))
+		var lstatus *agentcard.ErrStatusNotOK
+		if !errors.As(lerr, &lstatus) || lstatus.StatusCode != http.StatusNotFound {
+			// Found there, or its error says more than a second 404.
+			card, err, at = legacy, lerr, legacyCardPath
 		}
 	}
 	if errors.As(err, &status) {
@@ -308,21 +314,25 @@ func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) 
 			msg = "no agent card at " + c.Location() + " (" + cardPath + " answered " + status.Status +
 				", nor was one at " + legacyCardPath + "): give the URL of the agent, or of its card"
 		case path == nil:
-			msg = "the agent card at " + c.Location() + " (" + cardPath + ") answered " + status.Status
+			msg = "the agent card at " + c.Location() + " (" + at + ") answered " + status.Status
 		}
 		e := bridge.StatusError(status.StatusCode, msg)
 		e.Err = err
 		return nil, fmt.Errorf("a2abridge: %w", e)
 	}
+	name := c.Name()
+	if at == legacyCardPath {
+		name += " (" + at + ", " + cardPath + " answered 404)"
+	}
 	switch {
 	case errors.Is(err, errCardTooLarge):
-		return nil, fmt.Errorf("a2abridge: agent card of %s: %w", c.Name(),
+		return nil, fmt.Errorf("a2abridge: agent card of %s: %w", name,
 			&bridge.Error{Code: bridge.CodeProtocol, Message: errCardTooLarge.Error(), Err: err})
 	case errors.Is(err, errNoInterface):
 		err = errNoInterface // its own words, without the resolver's "card parsing failed"
 	}
 	if err != nil {
-		return nil, fmt.Errorf("a2abridge: agent card of %s: %w", c.Name(), bridge.Classify(err))
+		return nil, fmt.Errorf("a2abridge: agent card of %s: %w", name, bridge.Classify(err))
 	}
 	return card, nil
 }
