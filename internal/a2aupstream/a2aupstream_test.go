@@ -152,6 +152,7 @@ func TestOptionsRefused(t *testing.T) {
 		{Fault: up.Fault{Kind: up.FaultStatus, Times: -1}},
 		{SlowInterval: -time.Second},
 		{Headers: map[string]string{"authorization": "x"}},
+		{Wire: "ruby"},
 	} {
 		if _, err := up.New(o); !errors.Is(err, up.ErrInvalidOption) {
 			t.Errorf("New(%+v): %v, want %v", o, err, up.ErrInvalidOption)

@@ -45,7 +45,10 @@
 // (refused with the protocol's unauthenticated error), and faults
 // ([Fault], [Server.SetFault]): an HTTP error status (503, 429 with
 // Retry-After) for the next N calls, a call that hangs, a garbage answer,
-// a connection dropped in the middle of an event.
+// a connection dropped in the middle of an event; and the card and
+// JSON-RPC answers framed as another language's SDK frames them ([Wire]:
+// the Python SDK's, reproduced from its source, since it cannot be
+// installed here).
 //
 // What the server received is recorded: every call with its headers
 // ([Server.Calls]), every turn the agent ran with the task history it saw

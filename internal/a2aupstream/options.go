@@ -62,6 +62,10 @@ type Options struct {
 	// Server.SetFault).
 	Fault Fault
 
+	// Wire frames the JSON-RPC binding's answers and the card as another
+	// language's A2A SDK does (WirePython); a2a-go's own by default.
+	Wire Wire
+
 	// Logger receives a2a-go's server logs (default: discarded).
 	Logger *slog.Logger
 }
@@ -87,6 +91,9 @@ func (o *Options) normalize() error {
 		if k == "" || http.CanonicalHeaderKey(k) == "Authorization" {
 			return fmt.Errorf("%w: required header %q (use Bearer for Authorization)", ErrInvalidOption, k)
 		}
+	}
+	if !o.Wire.valid() {
+		return fmt.Errorf("%w: wire %q", ErrInvalidOption, o.Wire)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

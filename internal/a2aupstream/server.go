@@ -149,7 +149,7 @@ func New(o Options) (*Server, error) {
 		if o.V03 {
 			rpc = a2av0.NewJSONRPCHandler(h)
 		}
-		mux.Handle(JSONRPCPath, s.faulty(rpc))
+		mux.Handle(JSONRPCPath, s.faulty(s.wire(rpc, false)))
 	}
 	card, err := s.cardHandler()
 	if err != nil {
@@ -157,7 +157,7 @@ func New(o Options) (*Server, error) {
 		s.stopGRPC()
 		return nil, err
 	}
-	mux.Handle(a2asrv.WellKnownAgentCardPath, card)
+	mux.Handle(a2asrv.WellKnownAgentCardPath, s.wire(card, true))
 	s.httpSrv = &http.Server{Handler: mux, ErrorLog: slogLogger(o)}
 	go func() { _ = s.httpSrv.Serve(cardLn) }()
 	return s, nil
