@@ -139,6 +139,7 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 	// (a gateway's page, text or JSON of its own), which a2a-go reads as
 	// the agent's own.
 	rpc := c.HTTPRefusing(func(r *http.Response) bool { return r.StatusCode != http.StatusOK })
+	rpc.Transport = eventStreamOfJSON{rpc.Transport}
 	rest := c.HTTPRefusing(func(r *http.Response) bool {
 		return r.StatusCode == http.StatusTooManyRequests || r.StatusCode >= 400 && !restError(r)
 	})
@@ -341,10 +342,13 @@ func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) 
 // interface.
 var errNoInterface = errors.New("the card names no interface")
 
-// parseEitherCard is the card in body as v1.0 when that names an
-// interface, else as v0.3 (a2a-go's compat parser) when that does;
-// otherwise the v0.3 parser's error, or errNoInterface.
-func parseEitherCard(body []byte) (*a2a.AgentCard, error) {
+// parseEitherCard is parseCard of body as cardCompat puts it.
+func parseEitherCard(body []byte) (*a2a.AgentCard, error) { return parseCard(cardCompat(body)) }
+
+// parseCard is the card in body as v1.0 when that names an interface,
+// else as v0.3 (a2a-go's compat parser) when that does; otherwise the v0.3
+// parser's error, or errNoInterface.
+func parseCard(body []byte) (*a2a.AgentCard, error) {
 	if card, err := agentcard.DefaultCardParser(body); err == nil && len(card.SupportedInterfaces) > 0 {
 		return card, nil
 	}

@@ -112,6 +112,7 @@ var upstreamKinds = []upstreamKind{
 	{"go-rest", goAgent(up.Options{Binding: up.HTTPJSON})},
 	{"go-grpc", goAgent(up.Options{Binding: up.GRPC})},
 	{"go-jsonrpc-nostream", goAgent(up.Options{Binding: up.JSONRPC, NoStreaming: true})},
+	{"python-jsonrpc", goAgent(up.Options{Binding: up.JSONRPC, Wire: up.WirePython})},
 	{"go-v03-jsonrpc", goAgent(up.Options{Binding: up.JSONRPC, V03: true})},
 	{"go-v03-rest", goAgent(up.Options{Binding: up.HTTPJSON, V03: true})},
 	{"go-v03-grpc", goAgent(up.Options{Binding: up.GRPC, V03: true})},
@@ -123,8 +124,9 @@ var upstreamKinds = []upstreamKind{
 }
 
 // TestFrontDoors: every kind of upstream A2A agent (a2a-go/v2's server
-// over JSON-RPC, HTTP+JSON and gRPC, without streaming, and as a v0.3
-// agent over each binding; @a2a-js/sdk 1.3's server in Node, v1.0 over
+// over JSON-RPC, HTTP+JSON and gRPC, without streaming, answering as the
+// Python SDK frames its answers (up.WirePython), and as a v0.3 agent over
+// each binding; @a2a-js/sdk 1.3's server in Node, v1.0 over
 // its three bindings, without streaming and v0.3) behind the bridge, driven from every front door
 // (a2a-go/v2's client over the pipeline's three A2A v1.0 bindings, the
 // a2a-go v0.3 client, E2A over SSE dropped after two frames and resumed

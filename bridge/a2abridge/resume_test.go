@@ -1,6 +1,7 @@
 package a2abridge_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/agent"
@@ -228,11 +230,22 @@ func jsSlow(o jsupstream.Options) func(*testing.T) (string, func(*testing.T) []s
 // reads it whole (GetTask) and writes only the chunks the stored frames
 // lack, then completes. When the agent no longer knows the task (another
 // agent answers at the URL), the request ends upstream_cannot_resume,
-// not retryable.
+// not retryable. The same when the agent answers as the Python SDK does
+// (up.WirePython: a subscription to an ended task answered with a plain
+// JSON-RPC error, no event stream).
 func TestTakeoverAfterTheTaskEnded(t *testing.T) {
 	t.Parallel()
+	for _, wire := range []up.Wire{up.WireGo, up.WirePython} {
+		t.Run(cmp.Or(string(wire), "go"), func(t *testing.T) {
+			t.Parallel()
+			takeoverAfterTheTaskEnded(t, wire)
+		})
+	}
+}
+
+func takeoverAfterTheTaskEnded(t *testing.T, wire up.Wire) {
 	const chunks = 8
-	srv := up.Start(t, up.Options{Binding: up.JSONRPC, SlowInterval: 30 * time.Millisecond, SlowChunks: chunks})
+	srv := up.Start(t, up.Options{Binding: up.JSONRPC, SlowInterval: 30 * time.Millisecond, SlowChunks: chunks, Wire: wire})
 	tk := startTakeover(t, srv.BaseURL())
 	turn := up.NewTurn()
 	tk.killAfter(t, turn, 3)
@@ -243,7 +256,7 @@ func TestTakeoverAfterTheTaskEnded(t *testing.T) {
 		t.Errorf("after the takeover: %s\n got %q\nwant %q", turn.State(), got, slowText(chunks))
 	}
 
-	other := up.Start(t, up.Options{Binding: up.JSONRPC})
+	other := up.Start(t, up.Options{Binding: up.JSONRPC, Wire: wire})
 	tk = startTakeover(t, srv.BaseURL())
 	turn = up.NewTurn()
 	tk.killAfter(t, turn, 2)
@@ -259,11 +272,16 @@ func TestTakeoverAfterTheTaskEnded(t *testing.T) {
 }
 
 // waitUpstreamState waits until srv's last task is in state st, asked
-// with a2a-go/v2's client.
+// with a2a-go/v2's client (of srv's card as a2a-go writes it, whatever
+// srv's Wire).
 func waitUpstreamState(t *testing.T, srv *up.Server, st a2a.TaskState) {
 	t.Helper()
 	ctx := testCtx(t)
-	c := up.Client(t, srv.BaseURL())
+	c, err := a2aclient.NewFromCard(ctx, srv.Card())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Destroy() }()
 	execs := srv.Executions()
 	if len(execs) == 0 {
 		t.Fatal("the agent ran nothing")
