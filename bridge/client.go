@@ -442,6 +442,10 @@ func (c *Client) Location() string { return redact.URL(c.base.String()) }
 // IdleTimeout is the client's idle timeout.
 func (c *Client) IdleTimeout() time.Duration { return c.idle }
 
+// ConnectTimeout is the bound on connecting to the upstream
+// (WithConnectTimeout).
+func (c *Client) ConnectTimeout() time.Duration { return c.connect }
+
 // HTTP returns an *http.Client that sets the credentials and the trace
 // context on every request, for SDKs that take one (the A2A client); it
 // applies no idle timeout to bodies (the SDK reads them), only the

@@ -119,6 +119,11 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 		cfg.log.Warn("a2a bridge: interfaces of the agent's card not used (another host, or http for an https upstream; "+
 			"E2A_UPSTREAM_ALLOWED_HOSTS allows a host)", "upstream", c.Location(), "refused", strings.Join(refused, "; "))
 	}
+	usable, silent := answering(ctx, usable, c.ConnectTimeout())
+	if len(silent) > 0 {
+		cfg.log.Warn("a2a bridge: interfaces of the agent's card that take no connection are not used (their port not "+
+			"exposed, or the agent not listening there); the others are", "upstream", c.Location(), "silent", strings.Join(silent, "; "))
+	}
 	if h := keyHeader(card); h != "" {
 		switch kc, err := c.WithKeyHeader(h); {
 		case err != nil:

@@ -39,6 +39,9 @@ func (t eventStreamOfJSON) RoundTrip(r *http.Request) (*http.Response, error) {
 // acceptsEventStream reports whether r asks for an event stream.
 func acceptsEventStream(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
+		if !strings.Contains(v, "event-stream") {
+			continue
+		}
 		for _, part := range strings.Split(v, ",") {
 			if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/event-stream" {
 				return true

@@ -1,0 +1,80 @@
+package a2abridge_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// TestSilentInterfaceLeftOut: an agent's card lists first interfaces on a
+// port nothing listens on (gRPC, and JSON-RPC v1.0: the Python SDK's
+// samples list gRPC first, on a port of its own that a deployment may
+// not expose), then its JSON-RPC interface: the bridge leaves the silent
+// ones out (logged at start, by address) and answers through the one that
+// answers. A card whose every interface is silent is kept whole: the
+// bridge starts, and its calls fail unreachable.
+func TestSilentInterfaceLeftOut(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := pipetest.Start(t)
+	closed := closedAddr(t)
+	agent := startKeyedAgent(t, "127.0.0.1")
+	card := cardOf("http://"+closed+"/rpc", agent.rpc)
+	card.SupportedInterfaces = append([]*a2a.AgentInterface{a2a.NewAgentInterface(closed, a2a.TransportProtocolGRPC)}, card.SupportedInterfaces...)
+	agent.card.set(t, card)
+	client, err := bridge.NewClient("http://"+agent.addr, bridge.WithConnectTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log testkit.Buffer
+	u, err := a2abridge.New(ctx, client, a2abridge.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = u.Close() })
+	askThrough(t, p, "silent", u)
+	if l := log.String(); !strings.Contains(l, "take no connection") || !strings.Contains(l, closed+" (GRPC)") ||
+		!strings.Contains(l, "http://"+closed+"/… (JSONRPC)") || !strings.Contains(l, agent.addr+"/… (JSONRPC)") {
+		t.Errorf("the start's log does not name the silent interfaces and the one used:\n%s", l)
+	}
+
+	all := startKeyedAgent(t, "127.0.0.1")
+	all.card.set(t, cardOf("http://"+closed+"/rpc"))
+	client, err = bridge.NewClient("http://"+all.addr, bridge.WithConnectTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log = testkit.Buffer{}
+	u, err = a2abridge.New(ctx, client, a2abridge.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	if err != nil {
+		t.Fatalf("a card whose every interface is silent: %v", err)
+	}
+	t.Cleanup(func() { _ = u.Close() })
+	if strings.Contains(log.String(), "take no connection") {
+		t.Errorf("every interface silent, yet one was left out:\n%s", log.String())
+	}
+}
+
+// closedAddr is a loopback address nothing listens on (a port the system
+// gave and took back).
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
