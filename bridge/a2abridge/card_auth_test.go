@@ -2,7 +2,6 @@ package a2abridge_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
-	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
-	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestCardKeyHeader: the API key goes where the agent's card asks for it.
@@ -54,16 +51,7 @@ func TestCardKeyHeader(t *testing.T) {
 			card := cardOf(agent.rpc)
 			card.SecuritySchemes, card.SecurityRequirements = c.schemes, c.reqs
 			agent.card.set(t, card)
-			client, err := bridge.NewClient("http://"+agent.addr, bridge.WithCredentials(bridge.Credentials{APIKey: originKey, Headers: c.headers}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var log testkit.Buffer
-			u, err := a2abridge.New(ctx, client, a2abridge.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = u.Close() })
+			u, log := bridgeTo(ctx, t, "http://"+agent.addr, bridge.WithCredentials(bridge.Credentials{APIKey: originKey, Headers: c.headers}))
 			askThrough(t, p, "keyed-"+string(rune('a'+i)), u)
 			keys, auths := agent.header("X-Agent-Key"), agent.calls()
 			if len(keys) == 0 {

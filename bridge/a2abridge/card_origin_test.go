@@ -79,6 +79,24 @@ func startKeyedAgent(t *testing.T, host string) *keyedAgent {
 	return k
 }
 
+// bridgeTo is the A2A bridge of the agent at url (a2abridge.New with a
+// client of copts), closed when the test ends, and the log of its start;
+// New's error fails the test.
+func bridgeTo(ctx context.Context, t *testing.T, url string, copts ...bridge.ClientOption) (*a2abridge.Upstream, *testkit.Buffer) {
+	t.Helper()
+	client, err := bridge.NewClient(url, copts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &testkit.Buffer{}
+	u, err := a2abridge.New(ctx, client, a2abridge.WithLogger(slog.New(slog.NewTextHandler(log, nil))))
+	if err != nil {
+		t.Fatalf("the bridge to %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = u.Close() })
+	return u, log
+}
+
 // otherHost is an address of this machine that is a host of its own to
 // the bridge: 127.0.0.2 (Linux answers on all of 127/8; localhost and
 // ::1 are 127.0.0.1's other names to it).
@@ -291,16 +309,7 @@ func TestCardOrigin(t *testing.T) {
 		for i, host := range []string{"localhost", "0.0.0.0"} {
 			remote.card.set(t, cardOf("http://"+net.JoinHostPort(host, rport)+"/rpc"))
 			before, local := len(remote.calls()), len(good.calls())
-			client, err := bridge.NewClient("http://"+remote.addr, bridge.WithCredentials(bridge.Credentials{APIKey: originKey}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var log testkit.Buffer
-			u, err := a2abridge.New(ctx, client, a2abridge.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
-			if err != nil {
-				t.Fatalf("a card read at %s naming %s: %v", other, host, err)
-			}
-			t.Cleanup(func() { _ = u.Close() })
+			u, log := bridgeTo(ctx, t, "http://"+remote.addr, bridge.WithCredentials(bridge.Credentials{APIKey: originKey}))
 			askThrough(t, p, "origin-moved-"+string(rune('a'+i)), u)
 			if got := remote.calls()[before:]; len(got) == 0 || got[0] != "Bearer "+originKey {
 				t.Errorf("a card read at %s naming %s: the agent there got %q", other, host, got)

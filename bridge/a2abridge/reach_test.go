@@ -2,7 +2,6 @@ package a2abridge_test
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -11,9 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
-	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
-	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestSilentInterfaceLeftOut: an agent's card lists first interfaces on a
@@ -33,16 +30,7 @@ func TestSilentInterfaceLeftOut(t *testing.T) {
 	card := cardOf("http://"+closed+"/rpc", agent.rpc)
 	card.SupportedInterfaces = append([]*a2a.AgentInterface{a2a.NewAgentInterface(closed, a2a.TransportProtocolGRPC)}, card.SupportedInterfaces...)
 	agent.card.set(t, card)
-	client, err := bridge.NewClient("http://"+agent.addr, bridge.WithConnectTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log testkit.Buffer
-	u, err := a2abridge.New(ctx, client, a2abridge.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = u.Close() })
+	u, log := bridgeTo(ctx, t, "http://"+agent.addr, bridge.WithConnectTimeout(2*time.Second))
 	askThrough(t, p, "silent", u)
 	if l := log.String(); !strings.Contains(l, "take no connection") || !strings.Contains(l, closed+" (GRPC)") ||
 		!strings.Contains(l, "http://"+closed+"/… (JSONRPC)") || !strings.Contains(l, agent.addr+"/… (JSONRPC)") {
@@ -51,16 +39,7 @@ func TestSilentInterfaceLeftOut(t *testing.T) {
 
 	all := startKeyedAgent(t, "127.0.0.1")
 	all.card.set(t, cardOf("http://"+closed+"/rpc"))
-	client, err = bridge.NewClient("http://"+all.addr, bridge.WithConnectTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log = testkit.Buffer{}
-	u, err = a2abridge.New(ctx, client, a2abridge.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
-	if err != nil {
-		t.Fatalf("a card whose every interface is silent: %v", err)
-	}
-	t.Cleanup(func() { _ = u.Close() })
+	_, log = bridgeTo(ctx, t, "http://"+all.addr, bridge.WithConnectTimeout(2*time.Second))
 	if strings.Contains(log.String(), "take no connection") {
 		t.Errorf("every interface silent, yet one was left out:\n%s", log.String())
 	}
