@@ -24,6 +24,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/redact"
 
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/oauth2"
 )
 
 // Credentials are what the bridge sends the upstream to authenticate: an
@@ -134,7 +135,7 @@ func (c Credentials) scrubCut(s string) string {
 // header values) in s with "[redacted]": for an upstream's words quoted in
 // an error message. The Handler calls it (through an upstream's Scrubber)
 // on every upstream error before logging or writing it.
-func (c *Client) Scrub(s string) string { return c.creds.scrub(s) }
+func (c *Client) Scrub(s string) string { return c.scrubbing().scrub(s) }
 
 // apply sets the credentials on h.
 func (c Credentials) apply(h http.Header) {
@@ -291,6 +292,8 @@ type Client struct {
 	creds   Credentials
 	tls     *tls.Config // WithTLSConfig; nil: the system's roots
 	rt      http.RoundTripper
+	tokens  oauth2.TokenSource // WithTokenSource
+	token   *tokenBox          // the access token sent last, for Scrub
 }
 
 // NewClient returns the client of the upstream at base (an absolute http or
@@ -300,8 +303,11 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{base: u, connect: 5 * time.Second, idle: 60 * time.Second}
+	c := &Client{base: u, connect: 5 * time.Second, idle: 60 * time.Second, token: new(tokenBox)}
 	if err := option.Apply(ErrInvalidOption, c, opts); err != nil {
+		return nil, err
+	}
+	if err := c.tokenConflict(); err != nil {
 		return nil, err
 	}
 	if c.rt != nil {
@@ -399,8 +405,9 @@ func ParseURL(s string) (*url.URL, error) {
 // the client's credentials, and returns the answer's status. Any answer
 // but 401 and 403 is enough (a 404 or 405 still shows a server there);
 // otherwise it returns the call's *Error: upstream_unreachable,
-// upstream_timeout, a TLS or protocol failure, or upstream_auth for
-// refused credentials.
+// upstream_timeout, a TLS or protocol failure, upstream_auth for
+// refused credentials, or no token of its token source (ErrNoToken,
+// whatever the token endpoint answered).
 func (c *Client) Probe(ctx context.Context, path string) (int, error) {
 	u := c.Base()
 	if path != "" {
@@ -417,7 +424,7 @@ func (c *Client) Probe(ctx context.Context, path string) (int, error) {
 		return resp.StatusCode, nil
 	}
 	var be *Error
-	if errors.As(err, &be) && be.Status != 0 && be.Code != CodeAuth {
+	if errors.As(err, &be) && be.Status != 0 && be.Code != CodeAuth && !errors.Is(err, ErrNoToken) {
 		return be.Status, nil
 	}
 	return 0, err
@@ -486,13 +493,17 @@ func (t refusingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// The error page is read under the idle timeout, as Do reads it.
 	defer cancel(nil)
 	resp.Body = newIdleBody(resp.Body, t.c.idle, cancel)
-	return nil, fromResponse(resp, t.c.creds)
+	return nil, fromResponse(resp, t.c.scrubbing())
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx, span := startCallSpan(r.Context(), r)
 	r = r.Clone(ctx)
 	t.c.SetHeaders(ctx, r.Header, nil)
+	if err := t.c.Authorize(r.Header); err != nil {
+		endCallSpan(span, nil, err)
+		return nil, err
+	}
 	resp, err := t.c.rt.RoundTrip(r)
 	endCallSpan(span, resp, err)
 	return resp, err
@@ -503,7 +514,8 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // (env.Trace, as the client sent it), so the upstream joins the request's
 // trace either way. Only a valid trace context is sent ([e2a.CleanTrace]:
 // an envelope published straight onto NATS may carry any): an invalid
-// traceparent is not propagated, and no header value fails the call.
+// traceparent is not propagated, and no header value fails the call. A
+// token of WithTokenSource is Authorize's.
 func (c *Client) SetHeaders(ctx context.Context, h http.Header, env *e2a.Envelope) {
 	c.creds.apply(h)
 	tc := tracing.Inject(ctx)
@@ -533,6 +545,11 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 	ctx, cancel := context.WithCancelCause(ctx)
 	req = req.WithContext(ctx)
 	c.SetHeaders(ctx, req.Header, env)
+	if err := c.Authorize(req.Header); err != nil {
+		cancel(nil)
+		endCallSpan(span, nil, err)
+		return nil, err
+	}
 	resp, err := c.roundTrip(req)
 	endCallSpan(span, resp, err)
 	if err != nil {
@@ -549,7 +566,7 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 		// same (fromResponse quotes what came). An upstream may echo the
 		// request's headers in its error page.
 		resp.Body = newIdleBody(resp.Body, c.idle, cancel)
-		return nil, fromResponse(resp, c.creds)
+		return nil, fromResponse(resp, c.scrubbing())
 	}
 	body := newIdleBody(resp.Body, c.idle, cancel)
 	body.mark = true // bodyReader's marking, without its own allocation

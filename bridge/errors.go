@@ -31,6 +31,11 @@ var (
 	ErrAnswerTooLarge = errors.New("bridge: upstream answer too large")
 	// ErrBadUpstreamURL reports an upstream URL that is not absolute http(s).
 	ErrBadUpstreamURL = errors.New("bridge: upstream URL must be an absolute http or https URL")
+	// ErrNoToken is the cause of a call not sent for want of a token of
+	// its token source (WithTokenSource: the token endpoint refused the
+	// client, failed or could not be reached); the call's *Error says
+	// which, as Client.Authorize gives it.
+	ErrNoToken = errors.New("bridge: no OAuth 2.0 token")
 )
 
 // Error codes of the e2a.error frames an upstream failure ends a request with.
