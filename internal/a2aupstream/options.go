@@ -43,6 +43,12 @@ type Options struct {
 	// recorded with Call.Refused. The card itself stays public.
 	Bearer string
 
+	// Token, when set, checks every A2A call's headers (or gRPC
+	// metadata) as its authorization server does a bearer token
+	// (oauthtest.Server.ValidHeader): a call it refuses is refused like a
+	// missing Bearer. The card declares a bearer scheme.
+	Token func(http.Header) bool
+
 	// Headers are further headers (or gRPC metadata) every A2A call must
 	// carry with exactly these values, refused like a missing bearer.
 	Headers map[string]string

@@ -185,7 +185,7 @@ func (s *Server) Card() *a2a.AgentCard {
 	if s.opts.V03 {
 		card.SupportedInterfaces[0].ProtocolVersion = "0.3.0"
 	}
-	if s.opts.Bearer != "" {
+	if s.opts.Bearer != "" || s.opts.Token != nil {
 		card.SecuritySchemes = a2a.NamedSecuritySchemes{"bearer": a2a.HTTPAuthSecurityScheme{Scheme: "Bearer"}}
 		card.SecurityRequirements = a2a.SecurityRequirementsOptions{{"bearer": {}}}
 	}
@@ -244,7 +244,7 @@ func (s *Server) stopGRPC() {
 
 // authorized reports whether h carries the credentials the options ask for.
 func (s *Server) authorized(h http.Header) bool {
-	if s.opts.Bearer != "" && h.Get("Authorization") != "Bearer "+s.opts.Bearer {
+	if s.opts.Bearer != "" && h.Get("Authorization") != "Bearer "+s.opts.Bearer || s.opts.Token != nil && !s.opts.Token(h) {
 		return false
 	}
 	for k, v := range s.opts.Headers {

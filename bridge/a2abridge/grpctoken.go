@@ -1,0 +1,50 @@
+package a2abridge
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+)
+
+// grpcToken sends a token of the client's token source (bridge.WithTokenSource)
+// as each gRPC call's authorization metadata, asked for every call as
+// Client.Authorize is on HTTP: a request that outlives a token (a long
+// task followed again after a cut) sends the next one. None without a
+// token source.
+func grpcToken(c *bridge.Client) []grpc.DialOption {
+	if !c.HasTokenSource() {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithPerRPCCredentials(tokenCredentials{c})}
+}
+
+type tokenCredentials struct{ c *bridge.Client }
+
+var _ credentials.PerRPCCredentials = tokenCredentials{}
+
+// GetRequestMetadata is the call's authorization; no token is the call's
+// status: Unauthenticated for a refused client, Unavailable for a token
+// endpoint that may answer later (as the bridge reads those codes back).
+func (t tokenCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	h := http.Header{}
+	if err := t.c.Authorize(h); err != nil {
+		code := codes.Unavailable
+		if be := new(bridge.Error); errors.As(err, &be) && !be.Retryable {
+			code = codes.Unauthenticated
+		}
+		return nil, status.Error(code, err.Error())
+	}
+	return map[string]string{"authorization": h.Get("Authorization")}, nil
+}
+
+// RequireTransportSecurity is false: an agent on plain gRPC (a loopback or
+// in-cluster address the operator chose) gets its token as an HTTP one
+// does.
+func (tokenCredentials) RequireTransportSecurity() bool { return false }

@@ -1,0 +1,57 @@
+package a2abridge_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/oauthtest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+)
+
+// TestTokenSourceBindings: an A2A agent (a2a-go/v2's server) that takes
+// only bearer tokens its authorization server (go-oauth2's) issued is
+// bridged with a token source of the client-credentials grant, on each
+// binding: the card's read, the stream and, on gRPC, every call's
+// metadata carry a token (an E2A client asks through the pool), none of the agent's calls is refused. With
+// tokens that expire within oauth2's margin, each call asks for one (on
+// gRPC too: its per-call credentials, not the request's first token).
+func TestTokenSourceBindings(t *testing.T) {
+	t.Parallel()
+	p := pipetest.Start(t, pipetest.WithGRPC())
+	for i, c := range []struct {
+		binding a2a.TransportProtocol
+		exp     time.Duration
+	}{{up.JSONRPC, time.Hour}, {up.HTTPJSON, time.Hour}, {up.GRPC, time.Hour}, {up.GRPC, 5 * time.Second}} {
+		name := string(c.binding) + "/" + c.exp.String()
+		t.Run(name, func(t *testing.T) {
+			as := oauthtest.Start(t, "e2a-bridge", "client-secret-77f2", c.exp)
+			srv := up.Start(t, up.Options{Binding: c.binding, Token: as.ValidHeader})
+			cfg := &clientcredentials.Config{ClientID: "e2a-bridge", ClientSecret: "client-secret-77f2", TokenURL: as.TokenURL()}
+			pool := "oauth-" + string(rune('a'+i))
+			p.Pool(pool, newHandler(t, p, pool, srv.BaseURL(), bridge.WithTokenSource(cfg.TokenSource(context.Background()))))
+			a := p.Ask(t, pool, `{"params":{"text":"stream: `+name+`"}}`)
+			if a.Final().ResponseKind != e2a.KindComplete || a.Text(e2a.DeltaText) != up.StreamText(name) {
+				t.Errorf("through the agent: %s %q", a.Final().Body, a.Text(e2a.DeltaText))
+			}
+			calls := srv.Calls()
+			for _, call := range calls {
+				if call.Refused {
+					t.Errorf("the agent refused %s: no valid token", call.Method)
+				}
+			}
+			if len(calls) == 0 {
+				t.Fatal("the agent got no call")
+			}
+			if c.exp < time.Minute && as.Issued() < len(calls) {
+				t.Errorf("%d calls with tokens about to expire asked for %d tokens, want one each", len(calls), as.Issued())
+			}
+		})
+	}
+}
