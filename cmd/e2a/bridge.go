@@ -122,7 +122,14 @@ func upstreamClient(u UpstreamConfig, headers map[string]string) (*bridge.Client
 	opts := []bridge.ClientOption{namedOption("E2A_UPSTREAM_CONNECT_TIMEOUT", bridge.WithConnectTimeout(u.ConnectTimeout)),
 		namedOption("E2A_UPSTREAM_IDLE_TIMEOUT", bridge.WithIdleTimeout(u.IdleTimeout)),
 		bridge.WithCredentials(bridge.Credentials{APIKey: u.APIKey, Headers: headers})}
-	switch o, err := u.tlsOption(); {
+	tlsCfg, err := u.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		opts = append(opts, bridge.WithTLSConfig(tlsCfg))
+	}
+	switch o, err := u.tokenOption(tlsCfg, headers); {
 	case err != nil:
 		return nil, err
 	case o != nil:
@@ -337,14 +344,19 @@ func refusedAtStart(err error, u UpstreamConfig, loc, call string, headers map[s
 		return nil
 	}
 	status, words := be.Status, be.Message
+	if errors.Is(err, bridge.ErrNoToken) {
+		return &startFailure{err: err, msg: fmt.Sprintf("no token for the %s upstream %s before %s: %s (%s); the client's credentials "+
+			"are E2A_UPSTREAM_OAUTH_CLIENT_ID and E2A_UPSTREAM_OAUTH_CLIENT_SECRET (values not shown), its scopes E2A_UPSTREAM_OAUTH_SCOPES",
+			u.Kind, loc, call, words, bridge.CodeAuth)}
+	}
 	return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s answered %d (%s) to %s: %s; %s",
-		u.Kind, loc, status, bridge.CodeAuth, call, credentialsRefused(u.APIKey != "", headers), words)}
+		u.Kind, loc, status, bridge.CodeAuth, call, credentialsRefused(u.APIKey != "", u.OAuthClientID != "", headers), words)}
 }
 
 // credentialsRefused says which credentials an upstream refused, by the
 // variables they came from and the headers' names, or that none were
 // sent.
-func credentialsRefused(key bool, headers map[string]string) string {
+func credentialsRefused(key, oauth bool, headers map[string]string) string {
 	var names []string
 	for k := range headers {
 		names = append(names, "header "+http.CanonicalHeaderKey(k)+" of E2A_UPSTREAM_HEADERS")
@@ -353,8 +365,12 @@ func credentialsRefused(key bool, headers map[string]string) string {
 	if key {
 		names = append([]string{"E2A_UPSTREAM_API_KEY"}, names...)
 	}
+	if oauth {
+		names = append([]string{"a token of E2A_UPSTREAM_OAUTH_CLIENT_ID's client, scopes E2A_UPSTREAM_OAUTH_SCOPES"}, names...)
+	}
 	if len(names) == 0 {
-		return "no credentials were sent: set E2A_UPSTREAM_API_KEY (sent as a bearer token) or E2A_UPSTREAM_HEADERS"
+		return "no credentials were sent: set E2A_UPSTREAM_API_KEY (sent as a bearer token), E2A_UPSTREAM_HEADERS " +
+			"or E2A_UPSTREAM_OAUTH_* (OAuth 2.0 client credentials)"
 	}
 	return "it refused the credentials sent (" + strings.Join(names, ", ") + "; values not shown)"
 }

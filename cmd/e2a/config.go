@@ -520,11 +520,24 @@ type UpstreamConfig struct {
 	TLSCA   string `envconfig:"E2A_UPSTREAM_TLS_CA"`
 	TLSCert string `envconfig:"E2A_UPSTREAM_TLS_CERT"`
 	TLSKey  string `envconfig:"E2A_UPSTREAM_TLS_KEY"`
+	// OAuthTokenURL, OAuthClientID and OAuthClientSecret (all three, or
+	// none) get the upstream's bearer tokens by OAuth 2.0's client
+	// credentials grant (RFC 6749 §4.4) instead of a fixed API key: an
+	// identity provider's token endpoint (Keycloak, Microsoft Entra ID,
+	// Okta, Auth0), asked again before a token expires. OAuthScopes
+	// (space- or comma-separated) and OAuthAudience (the audience
+	// parameter some providers ask for) go with the grant. The secret is
+	// sent to the token endpoint only: https, or http on this machine.
+	OAuthTokenURL     string `envconfig:"E2A_UPSTREAM_OAUTH_TOKEN_URL"`
+	OAuthClientID     string `envconfig:"E2A_UPSTREAM_OAUTH_CLIENT_ID"`
+	OAuthClientSecret string `envconfig:"E2A_UPSTREAM_OAUTH_CLIENT_SECRET"`
+	OAuthScopes       string `envconfig:"E2A_UPSTREAM_OAUTH_SCOPES"`
+	OAuthAudience     string `envconfig:"E2A_UPSTREAM_OAUTH_AUDIENCE"`
 }
 
-// tlsOption is the option of the TLS that TLSCA, TLSCert and TLSKey set,
-// nil for none; an error names the variables.
-func (u UpstreamConfig) tlsOption() (bridge.ClientOption, error) {
+// tlsConfig is the TLS that TLSCA, TLSCert and TLSKey set, nil for none
+// (the system's roots); an error names the variables.
+func (u UpstreamConfig) tlsConfig() (*tls.Config, error) {
 	if u.TLSCA == "" && u.TLSCert == "" && u.TLSKey == "" {
 		return nil, nil
 	}
@@ -550,7 +563,7 @@ func (u UpstreamConfig) tlsOption() (bridge.ClientOption, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
-	return bridge.WithTLSConfig(cfg), nil
+	return cfg, nil
 }
 
 // headers parses Headers ("Name: value; Name2: value2").

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+)
+
+// oauthVars are the variables of the client-credentials grant that go
+// together.
+const oauthVars = "E2A_UPSTREAM_OAUTH_TOKEN_URL, E2A_UPSTREAM_OAUTH_CLIENT_ID and E2A_UPSTREAM_OAUTH_CLIENT_SECRET"
+
+// tokenOption is the bridge's token source of the OAuth 2.0 client
+// credentials grant that the E2A_UPSTREAM_OAUTH_* variables describe, nil
+// when none is set. Its token endpoint is called over tlsCfg (the
+// upstream's authorities and client certificate; nil: the system's roots)
+// within the connect and idle timeouts. Refused, naming the variables: one
+// of the three without the others, a token endpoint that is not https
+// (http on this machine only: the client secret goes there), and a token
+// beside E2A_UPSTREAM_API_KEY or an Authorization header of
+// E2A_UPSTREAM_HEADERS (each would be the calls' Authorization).
+func (u UpstreamConfig) tokenOption(tlsCfg *tls.Config, headers map[string]string) (bridge.ClientOption, error) {
+	if u.OAuthTokenURL == "" && u.OAuthClientID == "" && u.OAuthClientSecret == "" {
+		if u.OAuthScopes != "" || u.OAuthAudience != "" {
+			return nil, fmt.Errorf("E2A_UPSTREAM_OAUTH_SCOPES or _AUDIENCE without %s", oauthVars)
+		}
+		return nil, nil
+	}
+	if u.OAuthTokenURL == "" || u.OAuthClientID == "" || u.OAuthClientSecret == "" {
+		return nil, fmt.Errorf("%s go together (the client-credentials grant needs all three)", oauthVars)
+	}
+	if err := tokenURLOK(u.OAuthTokenURL); err != nil {
+		return nil, fmt.Errorf("E2A_UPSTREAM_OAUTH_TOKEN_URL: %w", err)
+	}
+	if u.APIKey != "" {
+		return nil, fmt.Errorf("E2A_UPSTREAM_API_KEY and E2A_UPSTREAM_OAUTH_* cannot go together: each would be the calls' Authorization")
+	}
+	for k := range headers {
+		if http.CanonicalHeaderKey(k) == "Authorization" {
+			return nil, fmt.Errorf("an Authorization header in E2A_UPSTREAM_HEADERS and E2A_UPSTREAM_OAUTH_* cannot go together")
+		}
+	}
+	cfg := &clientcredentials.Config{ClientID: u.OAuthClientID, ClientSecret: u.OAuthClientSecret, TokenURL: u.OAuthTokenURL,
+		Scopes: strings.FieldsFunc(u.OAuthScopes, func(r rune) bool { return r == ',' || r == ' ' })}
+	if u.OAuthAudience != "" {
+		cfg.EndpointParams = url.Values{"audience": {u.OAuthAudience}}
+	}
+	d := &net.Dialer{Timeout: u.ConnectTimeout}
+	hc := &http.Client{Timeout: u.ConnectTimeout + u.IdleTimeout, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse // the secret is not sent on to where a redirect points
+	}, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: d.DialContext, TLSClientConfig: tlsCfg,
+		TLSHandshakeTimeout: u.ConnectTimeout}}
+	// The source keeps this context for every token it asks for.
+	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, hc)
+	return bridge.WithTokenSource(cfg.TokenSource(ctx)), nil
+}
+
+// tokenURLOK refuses a token endpoint the client secret may not be sent
+// to: not an absolute http(s) URL, or http to another machine.
+func tokenURLOK(raw string) error {
+	t, err := url.Parse(raw)
+	switch {
+	case err != nil || (t.Scheme != "https" && t.Scheme != "http") || t.Host == "":
+		return fmt.Errorf("not an absolute https URL")
+	case t.User != nil:
+		return fmt.Errorf("user information in the URL (give the client's credentials in their variables)")
+	case t.Scheme == "http" && !loopbackHost(t.Hostname()):
+		return fmt.Errorf("http to %s: the client secret is sent there, so https (http only on this machine)", t.Hostname())
+	}
+	return nil
+}
+
+// loopbackHost reports a host name of this machine: localhost or a
+// loopback address.
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
