@@ -24,7 +24,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/redact"
 
 	"golang.org/x/net/http/httpguts"
-	"golang.org/x/oauth2"
 )
 
 // Credentials are what the bridge sends the upstream to authenticate: an
@@ -292,8 +291,8 @@ type Client struct {
 	creds   Credentials
 	tls     *tls.Config // WithTLSConfig; nil: the system's roots
 	rt      http.RoundTripper
-	tokens  oauth2.TokenSource // WithTokenSource
-	token   *tokenBox          // the access token sent last, for Scrub
+	tokens  *tokenCache // WithTokenSource
+	token   *tokenBox   // the access token sent last, for Scrub
 }
 
 // NewClient returns the client of the upstream at base (an absolute http or
@@ -506,6 +505,9 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.c.rt.RoundTrip(r)
 	endCallSpan(span, resp, err)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		t.c.Refused(r.Header)
+	}
 	return resp, err
 }
 
@@ -566,6 +568,9 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 		// same (fromResponse quotes what came). An upstream may echo the
 		// request's headers in its error page.
 		resp.Body = newIdleBody(resp.Body, c.idle, cancel)
+		if resp.StatusCode == http.StatusUnauthorized {
+			c.Refused(req.Header)
+		}
 		return nil, fromResponse(resp, c.scrubbing())
 	}
 	body := newIdleBody(resp.Body, c.idle, cancel)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,15 +19,72 @@ import (
 // WithTokenSource sends each call's Authorization as a token of ts
 // ("Bearer <access token>", the token's type as ts gives it): an upstream
 // behind OAuth 2.0, whose tokens expire, as an identity provider's
-// client-credentials grant issues them (golang.org/x/oauth2/clientcredentials,
-// whose source fetches a token again before its expiry). ts is asked on
-// every call, on gRPC too, and should keep its token until then
-// (oauth2.ReuseTokenSource). An API key sent as Authorization, or an
-// Authorization header among the credentials, cannot go with it
-// (ErrInvalidOption from NewClient). A call that gets no token fails
-// before it is sent, with the *Error tokenError gives.
+// client-credentials grant issues them (golang.org/x/oauth2/clientcredentials).
+// The client keeps the token it got and asks ts for another only when it
+// holds none it may send: none yet, one that expires within 10 s
+// (oauth2.Token.Valid), or one the upstream answered 401 to (a revoked
+// token, a rotated key: the next call gets a new one instead of the
+// refusal until the old one expires). So ts should ask its token endpoint
+// each time it is called (TokenSourceFunc of clientcredentials.Config's
+// Token), not keep a token of its own (clientcredentials.Config's
+// TokenSource does). Calls wait for one token at a time. It is asked on
+// gRPC too (a2abridge's per-call credentials). An API key sent as
+// Authorization, or an Authorization header among the credentials, cannot
+// go with it (ErrInvalidOption from NewClient). A call that gets no token
+// fails before it is sent, with the *Error tokenError gives.
 func WithTokenSource(ts oauth2.TokenSource) ClientOption {
-	return option.NotNil(ErrInvalidOption, "token source", ts, func(c *Client) { c.tokens = ts })
+	return option.NotNil(ErrInvalidOption, "token source", ts, func(c *Client) { c.tokens = &tokenCache{src: ts} })
+}
+
+// TokenSourceFunc is a token source that is a function: each call asks
+// for a new token (WithTokenSource keeps it).
+type TokenSourceFunc func() (*oauth2.Token, error)
+
+// Token calls f.
+func (f TokenSourceFunc) Token() (*oauth2.Token, error) { return f() }
+
+// tokenCache is the client's token of its source, until it expires or an
+// upstream refuses it.
+type tokenCache struct {
+	src oauth2.TokenSource
+	mu  sync.Mutex
+	tok *oauth2.Token
+}
+
+// Token is the token kept while it is valid, else a new one of src.
+func (t *tokenCache) Token() (*oauth2.Token, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tok.Valid() {
+		return t.tok, nil
+	}
+	tok, err := t.src.Token()
+	if err != nil {
+		return nil, err
+	}
+	t.tok = tok
+	return tok, nil
+}
+
+// refused drops the token kept when authorization (a call's header) was
+// it, or whatever it is for "": an upstream answered 401 to it.
+func (t *tokenCache) refused(authorization string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tok != nil && (authorization == "" || authorization == t.tok.Type()+" "+t.tok.AccessToken) {
+		t.tok = nil
+	}
+}
+
+// Refused tells the client that an upstream refused a call with header h
+// for its credentials (HTTP 401, A2A's unauthenticated error): the token
+// it carried, if it is the one kept, is not sent again; with h nil (an
+// SDK that does not tell which token its call carried), the one kept is
+// not. Do and the HTTP clients call it themselves on a 401.
+func (c *Client) Refused(h http.Header) {
+	if c.tokens != nil {
+		c.tokens.refused(h.Get("Authorization"))
+	}
 }
 
 // tokenConflict reports the credentials that would set Authorization

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -27,7 +28,7 @@ const (
 func tokenClient(t *testing.T, as *oauthtest.Server, url, secret string) *bridge.Client {
 	t.Helper()
 	cfg := &clientcredentials.Config{ClientID: oauthClient, ClientSecret: secret, TokenURL: as.TokenURL(), Scopes: []string{"agents"}}
-	c, err := bridge.NewClient(url, bridge.WithTokenSource(cfg.TokenSource(context.Background())))
+	c, err := bridge.NewClient(url, bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) { return cfg.Token(context.Background()) })))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +50,8 @@ func get(t *testing.T, c *bridge.Client, url string) (string, error) {
 
 // TestTokenSource: with WithTokenSource every call carries a bearer token
 // of a real authorization server (go-oauth2's), which the upstream checks:
-// one token serves many calls until it is about to expire, then another is
-// asked for; a client the token endpoint refuses fails its calls
+// one token serves many calls until it is about to expire, or until the
+// upstream refuses it (revoked), then another is asked for; a client the token endpoint refuses fails its calls
 // upstream_auth (not retryable, ErrNoToken, the upstream never called), a
 // token endpoint that is down fails them retryable; the secret is in no
 // message, nor is the token an upstream's error page echoes.
@@ -88,6 +89,16 @@ func TestTokenSource(t *testing.T) {
 	}
 	if s := c.Scrub("quoted: " + tok); strings.Contains(s, tok) {
 		t.Errorf("Scrub left the token: %s", s)
+	}
+
+	// A token the upstream refuses (revoked) is not sent again: that call
+	// fails upstream_auth, the next gets a new token.
+	long.Revoke(t, tok)
+	if _, err := get(t, c, upstream.URL); !isCode(err, bridge.CodeAuth) {
+		t.Errorf("a revoked token: %v, want upstream_auth", err)
+	}
+	if body, err := get(t, c, upstream.URL); err != nil || body != "ok" || long.Issued() != 2 {
+		t.Errorf("after a refused token: %q, %v, %d tokens issued; want ok with a second token", body, err, long.Issued())
 	}
 
 	// Tokens that expire within oauth2's margin (10 s) are asked for again.
@@ -139,4 +150,10 @@ func TestTokenSourceRefused(t *testing.T) {
 		bridge.WithCredentials(bridge.Credentials{APIKey: "k-123456", KeyHeader: "X-Api-Key"})); err != nil {
 		t.Errorf("a token and an API key in X-Api-Key: %v", err)
 	}
+}
+
+// isCode reports whether err is a *bridge.Error of code.
+func isCode(err error, code string) bool {
+	be := new(bridge.Error)
+	return errors.As(err, &be) && be.Code == code
 }

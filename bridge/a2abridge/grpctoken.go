@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -23,6 +25,25 @@ func grpcToken(c *bridge.Client) []grpc.DialOption {
 		return nil
 	}
 	return []grpc.DialOption{grpc.WithPerRPCCredentials(tokenCredentials{c})}
+}
+
+// refusedToken drops the client's token (bridge.Client.Refused) when the
+// agent refuses a call as unauthenticated, on any binding (a JSON-RPC
+// error in a 200 answer, HTTP+JSON's, gRPC's Unauthenticated), as a 401
+// does on HTTP: the next call asks for another token.
+type refusedToken struct{ c *bridge.Client }
+
+var _ a2aclient.CallInterceptor = refusedToken{}
+
+func (refusedToken) Before(ctx context.Context, _ *a2aclient.Request) (context.Context, any, error) {
+	return ctx, nil, nil
+}
+
+func (r refusedToken) After(_ context.Context, resp *a2aclient.Response) error {
+	if resp != nil && errors.Is(resp.Err, a2a.ErrUnauthenticated) {
+		r.c.Refused(nil)
+	}
+	return nil
 }
 
 type tokenCredentials struct{ c *bridge.Client }

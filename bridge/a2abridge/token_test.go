@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -21,7 +22,9 @@ import (
 // binding: the card's read, the stream and, on gRPC, every call's
 // metadata carry a token (an E2A client asks through the pool), none of the agent's calls is refused. With
 // tokens that expire within oauth2's margin, each call asks for one (on
-// gRPC too: its per-call credentials, not the request's first token).
+// gRPC too: its per-call credentials, not the request's first token). A
+// token the agent refuses (revoked: 401, gRPC's Unauthenticated) is not
+// sent again: that request fails, the next gets a new token.
 func TestTokenSourceBindings(t *testing.T) {
 	t.Parallel()
 	p := pipetest.Start(t, pipetest.WithGRPC())
@@ -35,7 +38,7 @@ func TestTokenSourceBindings(t *testing.T) {
 			srv := up.Start(t, up.Options{Binding: c.binding, Token: as.ValidHeader})
 			cfg := &clientcredentials.Config{ClientID: "e2a-bridge", ClientSecret: "client-secret-77f2", TokenURL: as.TokenURL()}
 			pool := "oauth-" + string(rune('a'+i))
-			p.Pool(pool, newHandler(t, p, pool, srv.BaseURL(), bridge.WithTokenSource(cfg.TokenSource(context.Background()))))
+			p.Pool(pool, newHandler(t, p, pool, srv.BaseURL(), bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) { return cfg.Token(context.Background()) }))))
 			a := p.Ask(t, pool, `{"params":{"text":"stream: `+name+`"}}`)
 			if a.Final().ResponseKind != e2a.KindComplete || a.Text(e2a.DeltaText) != up.StreamText(name) {
 				t.Errorf("through the agent: %s %q", a.Final().Body, a.Text(e2a.DeltaText))
@@ -51,6 +54,20 @@ func TestTokenSourceBindings(t *testing.T) {
 			}
 			if c.exp < time.Minute && as.Issued() < len(calls) {
 				t.Errorf("%d calls with tokens about to expire asked for %d tokens, want one each", len(calls), as.Issued())
+			}
+			if c.exp < time.Minute {
+				return
+			}
+			// A token the agent refuses (revoked) fails its request; the
+			// next request gets a new token.
+			issued := as.Issued()
+			as.Revoke(t, as.LastValid())
+			if a := p.Ask(t, pool, `{"params":{"text":"stream: revoked"}}`); a.Final().ResponseKind == e2a.KindComplete {
+				t.Errorf("a request with a revoked token completed")
+			}
+			a = p.Ask(t, pool, `{"params":{"text":"stream: again"}}`)
+			if a.Final().ResponseKind != e2a.KindComplete || as.Issued() != issued+1 {
+				t.Errorf("after a refused token: %s, %d tokens issued, want completed with one more than %d", a.Final().Body, as.Issued(), issued)
 			}
 		})
 	}

@@ -59,9 +59,10 @@ func (u UpstreamConfig) tokenOption(tlsCfg *tls.Config, headers map[string]strin
 		return http.ErrUseLastResponse // the secret is not sent on to where a redirect points
 	}, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: d.DialContext, TLSClientConfig: tlsCfg,
 		TLSHandshakeTimeout: u.ConnectTimeout}}
-	// The source keeps this context for every token it asks for.
+	// Each token is asked for with this context; the bridge keeps it
+	// until it expires or an upstream refuses it.
 	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, hc)
-	return bridge.WithTokenSource(cfg.TokenSource(ctx)), nil
+	return bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) { return cfg.Token(ctx) })), nil
 }
 
 // tokenURLOK refuses a token endpoint the client secret may not be sent

@@ -1,6 +1,7 @@
 package oauthtest
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -26,6 +27,7 @@ type Server struct {
 	http   *httptest.Server
 	issued atomic.Int64
 	down   atomic.Bool
+	last   atomic.Value // the access token Valid accepted last
 }
 
 // Start serves an authorization server of the client id with secret,
@@ -83,7 +85,22 @@ func (s *Server) Valid(r *http.Request) (scope string, ok bool) {
 	if err != nil {
 		return "", false
 	}
+	s.last.Store(ti.GetAccess())
 	return ti.GetScope(), true
+}
+
+// LastValid is the access token Valid accepted last ("" for none).
+func (s *Server) LastValid() string {
+	v, _ := s.last.Load().(string)
+	return v
+}
+
+// Revoke ends the access token: calls carrying it are no longer Valid.
+func (s *Server) Revoke(t testing.TB, access string) {
+	t.Helper()
+	if err := s.srv.Manager.RemoveAccessToken(context.Background(), access); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // ValidHeader is Valid of a call with headers h (an A2A server's service
