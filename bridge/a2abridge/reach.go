@@ -19,10 +19,14 @@ import (
 // that a deployment need not expose (a Kubernetes Service or a container
 // publishing the HTTP port only), and every call failed unreachable
 // while the JSON-RPC interface, on the port the card was read from,
-// answered. When none answers, usable is kept whole (the calls' errors
-// then say why); an interface reached through a proxy (HTTP_PROXY,
-// HTTPS_PROXY) or whose address cannot be read is kept unchecked.
+// answered. A single interface is not checked; when none answers, usable
+// is kept whole (the calls' errors then say why); an interface reached
+// through a proxy (HTTP_PROXY, HTTPS_PROXY) or whose address cannot be
+// read is kept unchecked.
 func answering(ctx context.Context, usable []*a2a.AgentInterface, timeout time.Duration) ([]*a2a.AgentInterface, []string) {
+	if len(usable) < 2 {
+		return usable, nil // nothing to choose between
+	}
 	addrs := make([]string, len(usable))
 	for i, iface := range usable {
 		if ep, ok := endpointOf(iface); ok && !proxied(ep) {
