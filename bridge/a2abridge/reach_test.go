@@ -38,7 +38,7 @@ func TestSilentInterfaceLeftOut(t *testing.T) {
 	}
 
 	all := startKeyedAgent(t, "127.0.0.1")
-	all.card.set(t, cardOf("http://"+closed+"/rpc"))
+	all.card.set(t, cardOf("http://"+closed+"/rpc", "http://"+closedAddr(t)+"/rpc"))
 	_, log = bridgeTo(ctx, t, "http://"+all.addr, bridge.WithConnectTimeout(2*time.Second))
 	if strings.Contains(log.String(), "take no connection") {
 		t.Errorf("every interface silent, yet one was left out:\n%s", log.String())
