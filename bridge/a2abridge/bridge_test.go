@@ -47,8 +47,7 @@ func TestContent(t *testing.T) {
 			p := pipetest.Start(t)
 			bridgePool(t, p, "agent", srv.BaseURL())
 			c := v1Client(t, p, "agent")
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
+			ctx := testCtx(t)
 			for _, text := range []string{"tool: weather", "file: report", "echo this"} {
 				turn := up.NewTurn()
 				for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: userMessage(text)}) {
@@ -83,8 +82,7 @@ func TestUserParts(t *testing.T) {
 	srv := up.Start(t, up.Options{Binding: up.JSONRPC})
 	p := pipetest.Start(t)
 	bridgePool(t, p, "agent", srv.BaseURL())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 
 	file := a2a.NewRawPart([]byte("a note"))
 	file.Filename, file.MediaType = "note.txt", "text/plain"

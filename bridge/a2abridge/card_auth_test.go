@@ -1,10 +1,8 @@
 package a2abridge_test
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -21,8 +19,7 @@ import (
 // is sent as it is, the key staying a bearer token.
 func TestCardKeyHeader(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	p := pipetest.Start(t)
 	apiKey := a2a.APIKeySecurityScheme{Location: a2a.APIKeySecuritySchemeLocationHeader, Name: "X-Agent-Key"}
 	for i, c := range []struct {

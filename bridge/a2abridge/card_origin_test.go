@@ -384,8 +384,7 @@ func TestCardRefreshOrigin(t *testing.T) {
 // grew so is an error the refresh warns of, not read whole.
 func TestCardTooLarge(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	good := startKeyedAgent(t, "127.0.0.1")
 	big := cardOf(good.rpc)
 	big.Description = strings.Repeat("x", 2<<20)
@@ -422,8 +421,6 @@ func TestCardTooLarge(t *testing.T) {
 // ends with the test, within a minute.
 func twoHosts(t *testing.T) (ctx context.Context, other string, evil, good *keyedAgent, p *pipetest.Pipeline) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
 	other = otherHost(t)
-	return ctx, other, startKeyedAgent(t, other), startKeyedAgent(t, "127.0.0.1"), pipetest.Start(t)
+	return testCtx(t), other, startKeyedAgent(t, other), startKeyedAgent(t, "127.0.0.1"), pipetest.Start(t)
 }

@@ -1,7 +1,6 @@
 package a2abridge_test
 
 import (
-	"context"
 	"net"
 	"strings"
 	"testing"
@@ -22,8 +21,7 @@ import (
 // bridge starts, and its calls fail unreachable.
 func TestSilentInterfaceLeftOut(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	p := pipetest.Start(t)
 	closed := closedAddr(t)
 	agent := startKeyedAgent(t, "127.0.0.1")
