@@ -153,7 +153,7 @@ var helps = map[string]commandHelp{
   E2A_UPSTREAM_OAUTH_TOKEN_URL, E2A_UPSTREAM_OAUTH_CLIENT_ID, E2A_UPSTREAM_OAUTH_CLIENT_SECRET
                             bearer tokens from an OAuth 2.0 token endpoint (client-credentials grant),
                             asked again before they expire, instead of a fixed key; with
-                            E2A_UPSTREAM_OAUTH_SCOPES and E2A_UPSTREAM_OAUTH_AUDIENCE (the secret never logged)
+                            E2A_UPSTREAM_OAUTH_SCOPES and E2A_UPSTREAM_OAUTH_AUDIENCE (never logged)
   E2A_UPSTREAM_CONNECT_TIMEOUT (5s), E2A_UPSTREAM_IDLE_TIMEOUT (60s), E2A_UPSTREAM_MAX_IN_FLIGHT (64),
   E2A_UPSTREAM_RETRIES (3), E2A_UPSTREAM_RETRY_BASE (200ms), E2A_UPSTREAM_RETRY_MAX (10s)
                             timeouts, bound and retries (retried only before the first frame)
