@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -20,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestContent: what the agent sends reaches an A2A client of the
@@ -148,13 +148,8 @@ func TestNew(t *testing.T) {
 		}
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	_ = ln.Close()
-	_, err = newUp(dead)
+	dead := "http://" + testkit.ClosedAddr(t)
+	_, err := newUp(dead)
 	var be *bridge.Error
 	if !errors.As(err, &be) || be.Code != bridge.CodeUnreachable || !strings.Contains(err.Error(), "agent card") {
 		t.Errorf("nobody listening: %v", err)

@@ -1,7 +1,6 @@
 package a2abridge_test
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestSilentInterfaceLeftOut: an agent's card lists first interfaces on a
@@ -23,7 +23,7 @@ func TestSilentInterfaceLeftOut(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	p := pipetest.Start(t)
-	closed := closedAddr(t)
+	closed := testkit.ClosedAddr(t)
 	agent := startKeyedAgent(t, "127.0.0.1")
 	card := cardOf("http://"+closed+"/rpc", agent.rpc)
 	card.SupportedInterfaces = append([]*a2a.AgentInterface{a2a.NewAgentInterface(closed, a2a.TransportProtocolGRPC)}, card.SupportedInterfaces...)
@@ -36,22 +36,9 @@ func TestSilentInterfaceLeftOut(t *testing.T) {
 	}
 
 	all := startKeyedAgent(t, "127.0.0.1")
-	all.card.set(t, cardOf("http://"+closed+"/rpc", "http://"+closedAddr(t)+"/rpc"))
+	all.card.set(t, cardOf("http://"+closed+"/rpc", "http://"+testkit.ClosedAddr(t)+"/rpc"))
 	_, log = bridgeTo(ctx, t, "http://"+all.addr, bridge.WithConnectTimeout(2*time.Second))
 	if strings.Contains(log.String(), "take no connection") {
 		t.Errorf("every interface silent, yet one was left out:\n%s", log.String())
 	}
-}
-
-// closedAddr is a loopback address nothing listens on (a port the system
-// gave and took back).
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
 }

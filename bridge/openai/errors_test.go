@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -164,13 +163,7 @@ func TestBadUpstream(t *testing.T) {
 // TestUnreachableUpstream: an upstream nothing listens on ends the request
 // with upstream_unreachable, retryable, after the retries.
 func TestUnreachableUpstream(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	p := startBridge(t, nil, setup{base: "http://" + addr + "/v1"})
+	p := startBridge(t, nil, setup{base: "http://" + testkit.ClosedAddr(t) + "/v1"})
 	a := read(t, ask(t, p, "", "unreachable", "anyone there?", nil))
 	if a.final.ResponseKind != e2a.KindError || a.errBody.Code != bridge.CodeUnreachable || !a.errBody.Retryable {
 		t.Fatalf("final %s %+v", a.final.ResponseKind, a.errBody)

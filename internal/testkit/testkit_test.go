@@ -3,6 +3,7 @@ package testkit
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -77,5 +78,19 @@ func TestAnswerer(t *testing.T) {
 	}
 	if _, got := Do(t, http.MethodGet, a.URL, ""); string(got) != "card" {
 		t.Errorf("GET answered %q", got)
+	}
+}
+
+// TestClosedAddr: the address refuses connections, and no listener can
+// take its port while the test runs.
+func TestClosedAddr(t *testing.T) {
+	addr := ClosedAddr(t)
+	if c, err := net.Dial("tcp", addr); err == nil {
+		_ = c.Close()
+		t.Fatalf("%s took a connection", addr)
+	}
+	if ln, err := net.Listen("tcp", addr); err == nil {
+		_ = ln.Close()
+		t.Fatalf("a listener took %s's port", addr)
 	}
 }
