@@ -33,7 +33,9 @@ type TailOptions struct {
 	// (default 100,000). Beyond it the request that finished first is
 	// forgotten, or, when every one of them still runs, the oldest: the
 	// later frames of such a running request are then ignored (up to
-	// MaxTracked of their ids are remembered for that). A request known
+	// MaxTracked of their ids are remembered for that; so are those of
+	// finished ones forgotten, so that a poll meeting such a request's
+	// envelope after its frames does not show it again). A request known
 	// not to match is not tracked: up to MaxTracked of their ids are
 	// remembered, their frames dropped unchecked (one forgotten beyond
 	// that has its envelope looked up again at its next frame).
@@ -202,6 +204,11 @@ type tailer struct {
 	// others holds the ids of the requests known not to match (up to max
 	// of them), which are not tracked: their frames are dropped unchecked.
 	others idSet
+	// finished holds the ids of the done requests forgotten beyond max (up
+	// to max of them): a poll that meets one's envelope afterwards (it was
+	// met through its frames, which came first) does not show it again as
+	// a new request, nor push a running one out for it.
+	finished idSet
 	// pending holds the requests whose read-back failed for want of an
 	// answer, or which a reconnect left behind, to read back at the next
 	// poll: each from its last message seen on, showing the messages from
@@ -349,7 +356,7 @@ func (t *tailer) poll(ctx context.Context, filter string, next uint64) (uint64, 
 			if err != nil || s.Kind != subjects.KindRequest {
 				continue
 			}
-			if t.ignored(s.RequestID) {
+			if t.ignored(s.RequestID) || t.finished.has(s.RequestID) {
 				continue
 			}
 			r := t.track(s.RequestID)
@@ -431,6 +438,7 @@ func (t *tailer) evict() bool {
 		t.doneQ = t.doneQ[1:]
 		if r := t.tracked[id]; r != nil && r.done {
 			delete(t.tracked, id)
+			t.finished.add(id, t.max)
 			return true
 		}
 	}

@@ -24,8 +24,9 @@ func startTail(t *testing.T, js jetstream.JetStream, a *audit.Auditor, o audit.T
 	rec := newRecorder()
 	errc := make(chan error, 1)
 	go func() { errc <- a.Tail(ctx, o, rec.emit) }()
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		for i := 0; ; i++ {
 			subj, _ := subjects.Request("demo", "marker-"+strconv.Itoa(i))
 			_, _ = js.Publish(ctx, subj, []byte(`{}`))
@@ -42,6 +43,7 @@ func startTail(t *testing.T, js jetstream.JetStream, a *audit.Auditor, o audit.T
 		return r.Kind == audit.KindRequest && strings.HasPrefix(r.RequestID, "marker-")
 	})
 	close(stop)
+	<-stopped // no marker is stored after the test's own requests
 	return rec, errc, cancel
 }
 
@@ -249,11 +251,14 @@ func TestTailKeepsARunningRequest(t *testing.T) {
 	rec.waitFor(t, "frame 0 of long", func(r audit.Record) bool {
 		return r.Kind == audit.KindFrame && r.RequestID == "long"
 	})
-	// Two short requests pass (and are done) while long runs.
-	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "short-1"}, 0)
-	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "short-2"}, 0)
-	if missing := waitSummaries(rec, 10*time.Second, "short-1", "short-2"); len(missing) > 0 {
-		t.Fatalf("no summary of %v", missing)
+	// Two short requests pass, one after the other (each done before the
+	// next is tracked: with both running at once, long would be the
+	// oldest running one and rightly forgotten), while long runs.
+	for _, id := range []string{"short-1", "short-2"} {
+		completeRequest(t, js, "demo", &e2a.Envelope{RequestID: id}, 0)
+		if missing := waitSummaries(rec, 10*time.Second, id); len(missing) > 0 {
+			t.Fatalf("no summary of %v", missing)
+		}
 	}
 	natstest.PublishBurst(t, nc, "long", 1, s0, frame("long", 1, true))
 	if missing := waitSummaries(rec, 10*time.Second, "long"); len(missing) > 0 {
@@ -265,5 +270,9 @@ func TestTailKeepsARunningRequest(t *testing.T) {
 	}
 	if got := strings.Join(shown(rec, "long"), ","); got != "request long,frame long 0,frame long 1,summary long" {
 		t.Fatalf("records of long: %s, want request,frame 0,frame 1,summary (each once)", got)
+	}
+	if got := strings.Join(shown(rec, "short-"), ","); got != "request short-1,frame short-1 0,summary short-1,"+
+		"request short-2,frame short-2 0,summary short-2" {
+		t.Fatalf("records of the short requests: %s, want each request's once", got)
 	}
 }
