@@ -134,11 +134,20 @@ func post(t *testing.T, s *up.Server, b a2a.TransportProtocol, accept string) *h
 	if b == up.HTTPJSON {
 		url, body = url+"/message:send", `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
 	}
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	h := http.Header{}
 	if accept != "" {
-		req.Header.Set("Accept", accept)
+		h.Set("Accept", accept)
 	}
+	return postJSON(t, url, body, h)
+}
+
+// postJSON posts body (JSON) to url with the headers h; the answer's body
+// is closed when the test ends.
+func postJSON(t *testing.T, url, body string, h http.Header) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header = h.Clone()
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -67,15 +67,6 @@ func TestWirePython(t *testing.T) {
 // with s's bearer token.
 func rpc(t *testing.T, s *up.Server, body string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, s.InterfaceURL(), strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer tok")
-	req.Header.Set("A2A-Version", "1.0")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return postJSON(t, s.InterfaceURL(), body, http.Header{"Accept": {"text/event-stream"},
+		"Authorization": {"Bearer tok"}, "A2a-Version": {"1.0"}})
 }
