@@ -205,8 +205,10 @@ func (s *Server) mountCard(mux *http.ServeMux, p protocols.Protocol) {
 // as it is when there is none), with an ETag (a hash of the bytes) and
 // Last-Modified (when this server first served those bytes), 304 Not
 // Modified when If-None-Match names the ETag (A2A v1.0 §8.6.1). Vary:
-// A2A-Version, since the header chooses the form, and without a public URL
-// the X-Forwarded headers baseURL builds the card's URLs from.
+// A2A-Version and User-Agent, since they choose the form (the Go SDK's
+// client reads a security requirement's scopes in its own form only), and
+// without a public URL the X-Forwarded headers baseURL builds the card's
+// URLs from.
 func (s *Server) writeCard(w http.ResponseWriter, r *http.Request, cs host.CardServer, card map[string]any) {
 	v, err := cs.CardView(r, card)
 	if err != nil {
@@ -224,7 +226,7 @@ func (s *Server) writeCard(w http.ResponseWriter, r *http.Request, cs host.CardS
 	h := w.Header()
 	h.Set("ETag", etag)
 	h.Set("Last-Modified", cardModified(etag).UTC().Format(http.TimeFormat))
-	vary := "A2A-Version"
+	vary := "A2A-Version, User-Agent"
 	if s.opts.publicURL == "" {
 		// The card's URLs (the oauth2 tokenUrl among them) come from
 		// these headers (baseURL): a shared cache must not serve the

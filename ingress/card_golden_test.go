@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,10 +18,12 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
@@ -148,6 +151,10 @@ func testCardGoldenAuth(t *testing.T) {
 		{"root", "GET", "/.well-known/agent-card.json", "", 200, nil},
 		{"root_v1", "GET", "/a2a/v1/.well-known/agent-card.json", "", 200, nil},
 		{"root_v1_header", "GET", "/.well-known/agent.json", "", 200, v1},
+		// Any client but Go's gets the scopes in the specification's
+		// form (TestCardScopesForm).
+		{"root_v1_proto", "GET", "/a2a/v1/.well-known/agent-card.json", "", 200, []string{"User-Agent", javaAgent}},
+		{"root_proto", "GET", "/.well-known/agent-card.json", "", 200, []string{"User-Agent", "python-httpx/0.28.1"}},
 		{"pool_scribe", "GET", "/pools/scribe/.well-known/agent-card.json", "", 200, nil},
 		{"pool_scribe_v1", "GET", "/pools/scribe/a2a/v1/.well-known/agent-card.json", "", 200, nil},
 		{"pool_plain", "GET", "/pools/plain/a2a/.well-known/agent-card.json", "", 200, nil},
@@ -160,6 +167,44 @@ func testCardGoldenAuth(t *testing.T) {
 	} {
 		b := cardBody(t, c.method, p.url+c.path, c.body, c.status, c.hdr...)
 		testkit.Golden(t, filepath.Join(cardGolden, "auth_"+c.name+".json"), indentJSON(t, b), *update)
+	}
+}
+
+// javaAgent is the User-Agent of the JDK's HTTP client, which the A2A
+// Java SDK's client fetches cards with.
+const javaAgent = "Java-http-client/21.0.5"
+
+// TestCardScopesForm: the golden v1.0 cards with authentication, in the
+// two forms of a security requirement's scopes. Go's HTTP client (the
+// official Go SDK's card resolver) gets its SDK's bare lists, which a2a-go
+// v2.4.0 reads and a reader of a2a.proto's JSON (protojson here; the Java
+// SDK's client reads the same form) refuses; every other client gets the
+// specification's {"list": [...]}, which protojson reads and a2a-go
+// refuses. Each half fails if the card is served in the other form.
+func TestCardScopesForm(t *testing.T) {
+	goForm, err := os.ReadFile(filepath.Join(cardGolden, "auth_root_v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specForm, err := os.ReadFile(filepath.Join(cardGolden, "auth_root_v1_proto.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(goForm, &a2a.AgentCard{}); err != nil {
+		t.Errorf("a2a-go does not read the card Go's client gets: %v", err)
+	}
+	var pb a2apb.AgentCard
+	if err := protojson.Unmarshal(specForm, &pb); err != nil {
+		t.Errorf("a2a.proto's JSON reader does not read the card other clients get: %v", err)
+	} else if len(pb.GetSecurityRequirements()) == 0 || pb.GetSecurityRequirements()[0].GetSchemes()["apiKey"] == nil {
+		t.Errorf("no apiKey requirement read: %v", pb.GetSecurityRequirements())
+	}
+	// Why the two forms: each reader refuses the other's.
+	if protojson.Unmarshal(goForm, &a2apb.AgentCard{}) == nil {
+		t.Error("a2a.proto's JSON reader reads the bare lists: every client could get them")
+	}
+	if json.Unmarshal(specForm, &a2a.AgentCard{}) == nil {
+		t.Error("a2a-go reads the specification's form: every client could get it")
 	}
 }
 

@@ -6,6 +6,7 @@
 //   node client.mjs <base-url> v1 JSONRPC|HTTP+JSON
 //   node client.mjs <base-url> v03
 //   node client.mjs <base-url> push JSONRPC|HTTP+JSON <webhook-url>
+//   node client.mjs <base-url> card   (the card as the SDK's resolver reads it)
 import { randomUUID } from 'node:crypto';
 
 const [base, generation, binding] = process.argv.slice(2);
@@ -115,8 +116,18 @@ async function push(hook) {
   };
 }
 
+// card: the security members of the card as the SDK's default resolver
+// reads them (what a client built from the card sees).
+async function card() {
+  const { AgentCardResolver } = await import('@a2a-js/sdk/client');
+  const c = await AgentCardResolver.default.resolve(base);
+  return { security_requirements: c.securityRequirements, security_schemes: Object.keys(c.securitySchemes ?? {}) };
+}
+
+const modes = { v1, v03, card, push: () => push(process.argv[5]) };
+
 try {
-  const summary = generation === 'v1' ? await v1() : generation === 'push' ? await push(process.argv[5]) : await v03();
+  const summary = await modes[generation]();
   console.log(JSON.stringify(summary));
 } catch (e) {
   console.error(e?.stack ?? String(e));

@@ -29,15 +29,18 @@ type summary struct {
 	GetState     string   `json:"get_state"`
 	GetText      string   `json:"get_text"`
 	Listed       *bool    `json:"listed"`
+	// card's
+	Requirements []map[string]map[string]map[string][]string `json:"security_requirements"`
+	Schemes      []string                                    `json:"security_schemes"`
 }
 
-// pipeline serves ingress + egress over loopback HTTP with the demo agent
-// on an embedded JetStream server, and returns its base URL.
-func pipeline(t *testing.T) string {
+// pipeline serves ingress (with opts) + egress over loopback HTTP with
+// the demo agent on an embedded JetStream server, and returns its base URL.
+func pipeline(t *testing.T, opts ...ingress.Option) string {
 	t.Helper()
 	_, nc := natstest.RunServer(t)
 	reg := prometheus.NewRegistry()
-	srv := pipetest.ServeFront(t, nc, []egress.Option{egress.WithRegisterer(reg)}, ingress.WithRegisterer(reg))
+	srv := pipetest.ServeFront(t, nc, []egress.Option{egress.WithRegisterer(reg)}, append(opts, ingress.WithRegisterer(reg))...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -120,5 +123,29 @@ func TestA2AJavaScriptClients(t *testing.T) {
 				t.Errorf("listTasks does not list task %s", s.TaskID)
 			}
 		})
+	}
+}
+
+// TestA2AJavaScriptCardScopes: @a2a-js/sdk 1.3.0's card resolver reads
+// the pipeline's card with authentication (API key, and OAuth 2.0 with
+// the scope agents) whole: every requirement, with its scopes. Its
+// parser takes each scheme's scopes from the specification's
+// {"list": [...]} and reads the Go SDK's bare list as no scopes, so the
+// oauth2 requirement came without its scope before the card gave every
+// client but Go's the specification's form.
+func TestA2AJavaScriptCardScopes(t *testing.T) {
+	installed(t)
+	a, err := ingress.NewAuth(&ingress.AuthConfig{Schemes: []string{"apiKey", "oauth2"},
+		APIKeys: []ingress.Credential{{Principal: "alice", Secret: "key_alice_0123456789abcdef"}},
+		OAuth2: ingress.OAuth2Config{SigningKey: "0123456789abcdef0123456789abcdef", RequiredScope: "agents",
+			Clients: []ingress.OAuth2Client{{ClientID: "svc", ClientSecret: "cs_svc_0123456789abcdef", Scopes: []string{"agents"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := run(t, pipeline(t, ingress.WithAuth(a)), "card")
+	got, _ := json.Marshal(s.Requirements)
+	const want = `[{"schemes":{"apiKey":{"list":[]}}},{"schemes":{"oauth2":{"list":["agents"]}}}]`
+	if string(got) != want || strings.Join(s.Schemes, ",") != "apiKey,oauth2" {
+		t.Errorf("requirements %s, schemes %v; want %s, apiKey,oauth2", got, s.Schemes, want)
 	}
 }

@@ -1,6 +1,7 @@
 package a2av1
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -81,4 +82,48 @@ func V1Card(m map[string]any) (*a2a.AgentCard, error) {
 		v1.Capabilities.ExtendedAgentCard = v1.Capabilities.ExtendedAgentCard || ext
 	}
 	return v1, nil
+}
+
+// ProtoScopes is card (a card as JSON values, or a value that encodes to
+// one) with the scopes of every security requirement, the card's and its
+// skills', in A2A v1.0's ProtoJSON form: a2a.proto's SecurityRequirement
+// maps each scheme to a StringList, {"list": [...]} (specification §8.5's
+// example), where the Go SDK writes a bare list, [...]. A requirement
+// already in that form is kept.
+func ProtoScopes(card any) (map[string]any, error) {
+	b, err := json.Marshal(card)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // numbers as written
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	protoRequirements(m)
+	skills, _ := m["skills"].([]any)
+	for _, s := range skills {
+		if sm, ok := s.(map[string]any); ok {
+			protoRequirements(sm)
+		}
+	}
+	return m, nil
+}
+
+// protoRequirements rewrites m's securityRequirements (ProtoScopes).
+func protoRequirements(m map[string]any) {
+	reqs, _ := m["securityRequirements"].([]any)
+	for _, r := range reqs {
+		rm, _ := r.(map[string]any)
+		schemes, _ := rm["schemes"].(map[string]any)
+		for name, scopes := range schemes {
+			switch v := scopes.(type) {
+			case []any:
+				schemes[name] = map[string]any{"list": v}
+			case nil:
+				schemes[name] = map[string]any{"list": []any{}}
+			}
+		}
+	}
 }

@@ -73,12 +73,33 @@ func (Service) Card(in host.CardInfo) map[string]any {
 }
 
 // CardView is the v1.0 card alone ([V1Card]) for a v1.0 client
-// (wantsV1Card), else card as it is.
+// (wantsV1Card), else card as it is; its security requirements' scopes
+// in the form the client reads ([ProtoScopes], unless readsBareScopes).
 func (Service) CardView(r *http.Request, card map[string]any) (any, error) {
-	if !wantsV1Card(r) {
-		return card, nil
+	var v any = card
+	if wantsV1Card(r) {
+		c, err := V1Card(card)
+		if err != nil {
+			return nil, err
+		}
+		v = c
 	}
-	return V1Card(card)
+	if readsBareScopes(r) {
+		return v, nil
+	}
+	return ProtoScopes(v)
+}
+
+// readsBareScopes reports whether r's client is Go's HTTP client (its
+// default User-Agent), which the official Go SDK's card resolver is:
+// a2a-go (v2.4.0, its issue 430) reads a security requirement's scopes
+// only as a bare list ({"schemes":{"apiKey":[]}}, the form it writes) and
+// refuses the specification's ProtoJSON form ({"apiKey":{"list":[]}},
+// a2a.proto's map<string, StringList>), which the Java SDK's client alone
+// reads (the Python and JavaScript SDKs read both): every other client
+// gets the specification's form.
+func readsBareScopes(r *http.Request) bool {
+	return strings.HasPrefix(r.UserAgent(), "Go-http-client/")
 }
 
 // wantsV1Card reports whether r is an A2A v1.0 client's: it asks the card
