@@ -39,6 +39,9 @@ type Credentials struct {
 	// as "Authorization: Bearer <key>".
 	KeyHeader string
 	Headers   map[string]string
+	// tokens are OAuth 2.0 access tokens the client sent (or Authorization
+	// values carrying one): secrets to scrub, never sent from here.
+	tokens []string
 }
 
 // String names the credentials without their values.
@@ -95,6 +98,11 @@ func (c Credentials) secrets() []string {
 	if c.APIKey != "" {
 		out = append(out, c.APIKey)
 	}
+	for _, v := range c.tokens {
+		if len(v) >= minSecret {
+			out = append(out, v)
+		}
+	}
 	for k, v := range c.Headers {
 		if len(v) >= minSecret {
 			out = append(out, v)
@@ -134,7 +142,7 @@ func (c Credentials) scrubCut(s string) string {
 // header values) in s with "[redacted]": for an upstream's words quoted in
 // an error message. The Handler calls it (through an upstream's Scrubber)
 // on every upstream error before logging or writing it.
-func (c *Client) Scrub(s string) string { return c.scrubbing().scrub(s) }
+func (c *Client) Scrub(s string) string { return c.scrubbing(nil).scrub(s) }
 
 // apply sets the credentials on h.
 func (c Credentials) apply(h http.Header) {
@@ -492,14 +500,19 @@ func (t refusingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// The error page is read under the idle timeout, as Do reads it.
 	defer cancel(nil)
 	resp.Body = newIdleBody(resp.Body, t.c.idle, cancel)
-	return nil, fromResponse(resp, t.c.scrubbing())
+	// The request sent is headerTransport's copy of r, with its token.
+	sent := r.Header
+	if resp.Request != nil {
+		sent = resp.Request.Header
+	}
+	return nil, fromResponse(resp, t.c.scrubbing(sent))
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx, span := startCallSpan(r.Context(), r)
 	r = r.Clone(ctx)
 	t.c.SetHeaders(ctx, r.Header, nil)
-	if err := t.c.Authorize(r.Header); err != nil {
+	if err := t.c.Authorize(ctx, r.Header); err != nil {
 		endCallSpan(span, nil, err)
 		return nil, err
 	}
@@ -547,7 +560,7 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 	ctx, cancel := context.WithCancelCause(ctx)
 	req = req.WithContext(ctx)
 	c.SetHeaders(ctx, req.Header, env)
-	if err := c.Authorize(req.Header); err != nil {
+	if err := c.Authorize(ctx, req.Header); err != nil {
 		cancel(nil)
 		endCallSpan(span, nil, err)
 		return nil, err
@@ -571,7 +584,7 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 		if resp.StatusCode == http.StatusUnauthorized {
 			c.Refused(req.Header)
 		}
-		return nil, fromResponse(resp, c.scrubbing())
+		return nil, fromResponse(resp, c.scrubbing(req.Header))
 	}
 	body := newIdleBody(resp.Body, c.idle, cancel)
 	body.mark = true // bodyReader's marking, without its own allocation

@@ -1,10 +1,11 @@
 package bridge
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,10 @@ import (
 // refusal until the old one expires). So ts should ask its token endpoint
 // each time it is called (TokenSourceFunc of clientcredentials.Config's
 // Token), not keep a token of its own (clientcredentials.Config's
-// TokenSource does). Calls wait for one token at a time. It is asked on
+// TokenSource does). The calls that need a new token share one call of
+// ts, each waiting no longer than its own context; ts bounds that call
+// itself (the context it gives clientcredentials.Config's Token has a
+// deadline). It is asked on
 // gRPC too (a2abridge's per-call credentials). An API key sent as
 // Authorization, or an Authorization header among the credentials, cannot
 // go with it (ErrInvalidOption from NewClient). A call that gets no token
@@ -44,26 +48,62 @@ type TokenSourceFunc func() (*oauth2.Token, error)
 func (f TokenSourceFunc) Token() (*oauth2.Token, error) { return f() }
 
 // tokenCache is the client's token of its source, until it expires or an
-// upstream refuses it.
+// upstream refuses it. A new one is asked for by one fetch at a time,
+// which every caller that needs one then waits for, each no longer than
+// its own context.
 type tokenCache struct {
-	src oauth2.TokenSource
-	mu  sync.Mutex
-	tok *oauth2.Token
+	src   oauth2.TokenSource
+	mu    sync.Mutex
+	tok   *oauth2.Token
+	fetch *tokenFetch // the fetch under way, nil when none
 }
 
-// Token is the token kept while it is valid, else a new one of src.
-func (t *tokenCache) Token() (*oauth2.Token, error) {
+// tokenFetch is one call of the source, whose result its waiters share.
+type tokenFetch struct {
+	done chan struct{}
+	tok  *oauth2.Token
+	err  error
+}
+
+// Token is the token kept while it is valid, else the one the fetch under
+// way (or a new one) gets. It returns ctx's cause when ctx ends first
+// (the fetch goes on for the others: the source bounds it).
+func (t *tokenCache) Token(ctx context.Context) (*oauth2.Token, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.tok.Valid() {
-		return t.tok, nil
+		tok := t.tok
+		t.mu.Unlock()
+		return tok, nil
 	}
+	f := t.fetch
+	if f == nil {
+		f = &tokenFetch{done: make(chan struct{})}
+		t.fetch = f
+		go t.get(f)
+	}
+	t.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.tok, f.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// get runs fetch f: it calls the source and keeps the token it gives.
+func (t *tokenCache) get(f *tokenFetch) {
 	tok, err := t.src.Token()
-	if err != nil {
-		return nil, err
+	if err == nil && tok == nil {
+		err = errors.New("the token source gave no token")
 	}
-	t.tok = tok
-	return tok, nil
+	t.mu.Lock()
+	if err == nil {
+		t.tok = tok
+	}
+	t.fetch = nil
+	t.mu.Unlock()
+	f.tok, f.err = tok, err
+	close(f.done)
 }
 
 // refused drops the token kept when authorization (a call's header) was
@@ -78,13 +118,49 @@ func (t *tokenCache) refused(authorization string) {
 
 // Refused tells the client that an upstream refused a call with header h
 // for its credentials (HTTP 401, A2A's unauthenticated error): the token
-// it carried, if it is the one kept, is not sent again; with h nil (an
-// SDK that does not tell which token its call carried), the one kept is
-// not. Do and the HTTP clients call it themselves on a 401.
+// it carried, if it is the one kept, is not sent again; with h nil (a
+// call whose token is not known), the one kept is not. Do and the HTTP
+// clients call it themselves on a 401; an SDK's call reports its own
+// through a TokenSlot.
 func (c *Client) Refused(h http.Header) {
 	if c.tokens != nil {
 		c.tokens.refused(h.Get("Authorization"))
 	}
+}
+
+// TokenSlot records the Authorization that Authorize set for a call made
+// with the context WithTokenSlot gave (the last one, when the call made
+// several requests): an SDK's interceptor that sees the call refused as
+// unauthenticated tells the client which token was (Refused(slot.Header())),
+// so that a refusal of a token the client has since replaced does not drop
+// the new one.
+type TokenSlot struct{ v atomic.Pointer[string] }
+
+type tokenSlotKey struct{}
+
+// WithTokenSlot is ctx with a new TokenSlot, which Authorize fills for the
+// calls made with it.
+func WithTokenSlot(ctx context.Context) (context.Context, *TokenSlot) {
+	s := new(TokenSlot)
+	return context.WithValue(ctx, tokenSlotKey{}, s), s
+}
+
+// TokenSlotOf is ctx's TokenSlot (WithTokenSlot), nil when it has none.
+func TokenSlotOf(ctx context.Context) *TokenSlot {
+	s, _ := ctx.Value(tokenSlotKey{}).(*TokenSlot)
+	return s
+}
+
+// Header is the Authorization recorded, as a header; nil when none was
+// (or s is nil).
+func (s *TokenSlot) Header() http.Header {
+	if s == nil {
+		return nil
+	}
+	if p := s.v.Load(); p != nil {
+		return http.Header{"Authorization": {*p}}
+	}
+	return nil
 }
 
 // tokenConflict reports the credentials that would set Authorization
@@ -105,25 +181,32 @@ func (c *Client) tokenConflict() error {
 }
 
 // Authorize sets h's Authorization from the client's token source
-// (WithTokenSource), if it has one, keeping the token for Scrub; its error
-// is tokenError's *Error. Do and the clients HTTP and HTTPRefusing give
-// call it on every call; an SDK that makes calls of its own (gRPC) calls
-// it for each (a2abridge's per-call credentials).
-func (c *Client) Authorize(h http.Header) error {
+// (WithTokenSource), if it has one, keeping the token for Scrub and in
+// ctx's TokenSlot (WithTokenSlot); its error is tokenError's *Error, or
+// ctx's cause when ctx ends while a token is asked for. Do and the clients
+// HTTP and HTTPRefusing give call it on every call; an SDK that makes
+// calls of its own (gRPC) calls it for each (a2abridge's per-call
+// credentials).
+func (c *Client) Authorize(ctx context.Context, h http.Header) error {
 	if c.tokens == nil {
 		return nil
 	}
-	tok, err := c.tokens.Token()
+	tok, err := c.tokens.Token(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
 		return tokenError(err)
 	}
 	if tok.AccessToken == "" {
 		return &Error{Code: CodeAuth, Message: "the OAuth 2.0 token source gave no access token", Err: ErrNoToken}
 	}
-	if last := c.token.Load(); last == nil || *last != tok.AccessToken {
-		c.token.Store(&tok.AccessToken)
+	c.token.add(tok.AccessToken)
+	v := tok.Type() + " " + tok.AccessToken
+	h["Authorization"] = []string{v}
+	if s := TokenSlotOf(ctx); s != nil {
+		s.v.Store(&v)
 	}
-	h["Authorization"] = []string{tok.Type() + " " + tok.AccessToken}
 	return nil
 }
 
@@ -157,6 +240,13 @@ func tokenError(err error) *Error {
 		e.Err = fmt.Errorf("%w: %w", ErrNoToken, err)
 		return e
 	}
+	if strings.HasPrefix(err.Error(), "oauth2: cannot fetch token: ") {
+		// x/oauth2's error when the endpoint's answer could not be read
+		// to its end (a stall, a reset mid-body), which it does not wrap:
+		// the endpoint may answer whole next time.
+		return &Error{Code: CodeUnavailable, Retryable: true, Message: "the OAuth 2.0 token endpoint's answer was cut short",
+			Err: fmt.Errorf("%w: %w", ErrNoToken, err)}
+	}
 	var be *Error
 	if !errors.As(Classify(err), &be) {
 		return &Error{Code: CodeUnavailable, Retryable: true, Message: "the OAuth 2.0 token endpoint: " + err.Error(), Err: fmt.Errorf("%w: %w", ErrNoToken, err)}
@@ -168,24 +258,52 @@ func tokenError(err error) *Error {
 }
 
 // scrubbing is the credentials Scrub and error pages take out: the
-// client's, and the access token sent last.
-func (c *Client) scrubbing() Credentials {
-	t := c.token.Load()
-	if t == nil {
+// client's, the access tokens it sent last (keptTokens of them: a call
+// sent with one the client has since replaced may quote it) and, for an
+// error page, the Authorization its call sent (sent; nil: none).
+func (c *Client) scrubbing(sent http.Header) Credentials {
+	toks := c.token.all()
+	if a := sent.Get("Authorization"); a != "" && c.tokens != nil {
+		toks = append(toks, a)
+	}
+	if len(toks) == 0 {
 		return c.creds
 	}
 	cr := c.creds
-	cr.Headers = maps.Clone(cr.Headers)
-	if cr.Headers == nil {
-		cr.Headers = map[string]string{}
-	}
-	cr.Headers["Authorization"] = "Bearer " + *t
+	cr.tokens = toks
 	return cr
 }
 
-// tokenBox holds the access token a client sent last (shared by a
-// client's copies: WithKeyHeader).
-type tokenBox = atomic.Pointer[string]
+// keptTokens is how many of the access tokens it sent last a client takes
+// out of the upstreams' words (scrubbing).
+const keptTokens = 4
+
+// tokenBox holds the access tokens a client sent last, up to keptTokens,
+// newest last (shared by a client's copies: WithKeyHeader).
+type tokenBox struct {
+	mu   sync.Mutex
+	last []string
+}
+
+// add records tok as sent.
+func (b *tokenBox) add(tok string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := len(b.last); n > 0 && b.last[n-1] == tok {
+		return
+	}
+	b.last = append(slices.DeleteFunc(b.last, func(s string) bool { return s == tok }), tok)
+	if len(b.last) > keptTokens {
+		b.last = slices.Delete(b.last, 0, len(b.last)-keptTokens)
+	}
+}
+
+// all is the tokens recorded (a copy).
+func (b *tokenBox) all() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.last)
+}
 
 // HasTokenSource reports whether the client sends tokens of a token source
 // (WithTokenSource).

@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -156,4 +158,177 @@ func TestTokenSourceRefused(t *testing.T) {
 func isCode(err error, code string) bool {
 	be := new(bridge.Error)
 	return errors.As(err, &be) && be.Code == code
+}
+
+// TestTokenFetchShared: the calls that need a token while one is being
+// asked for wait for that one (the source is called once for them all),
+// each no longer than its own context (a cancelled call returns its
+// cause at once, the others still get the token); a source that gives no
+// token and no error fails the calls, it does not panic. Every call used
+// to wait its turn on a lock and ask the source itself: with a token
+// endpoint that does not answer, the fourth of four calls returned after
+// four timeouts.
+func TestTokenFetchShared(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var asked atomic.Int64
+		down := errors.New("the token endpoint did not answer")
+		c, err := bridge.NewClient("https://agent.example", bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) {
+			n := asked.Add(1)
+			<-release
+			if n == 1 {
+				return nil, down
+			}
+			return &oauth2.Token{AccessToken: "shared-token-81f2", Expiry: time.Now().Add(time.Hour)}, nil
+		})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Four calls wait on one fetch, which fails: they share its
+		// failure; then four wait on one that succeeds, and a fifth whose
+		// context has ended returns at once.
+		authorize := func(out chan<- error) {
+			h := http.Header{}
+			err := c.Authorize(context.Background(), h)
+			if err == nil && h.Get("Authorization") != "Bearer shared-token-81f2" {
+				err = errors.New("authorization " + h.Get("Authorization"))
+			}
+			out <- err
+		}
+		failed, got := make(chan error, 4), make(chan error, 4)
+		for range 4 {
+			go authorize(failed)
+		}
+		synctest.Wait() // all four wait on the fetch
+		release <- struct{}{}
+		for range 4 {
+			if err := <-failed; !errors.Is(err, bridge.ErrNoToken) || !errors.Is(err, down) {
+				t.Errorf("a call waiting on a failed fetch: %v", err)
+			}
+		}
+		for range 4 {
+			go authorize(got)
+		}
+		synctest.Wait()
+		ctx, cancel := context.WithCancelCause(context.Background())
+		gone := errors.New("the request ended")
+		cancel(gone)
+		if err := c.Authorize(ctx, http.Header{}); !errors.Is(err, gone) {
+			t.Errorf("a call whose context ended: %v, want its cause", err)
+		}
+		close(release)
+		for range 4 {
+			if err := <-got; err != nil {
+				t.Error(err)
+			}
+		}
+		if n := asked.Load(); n != 2 {
+			t.Errorf("the source was asked %d times, want twice (one fetch for each four calls)", n)
+		}
+	})
+
+	none, err := bridge.NewClient("https://agent.example", bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) { return nil, nil })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := none.Authorize(context.Background(), http.Header{}); !errors.Is(err, bridge.ErrNoToken) {
+		t.Errorf("a source that gives nil: %v, want ErrNoToken", err)
+	}
+}
+
+// TestTokenSlot: a refusal reported with the token the refused call
+// carried (TokenSlot, as a2abridge's interceptor reports an SDK's call)
+// drops that token only: one that another call has since replaced leaves
+// the new one kept. Refused(nil) used to drop whatever was kept.
+func TestTokenSlot(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	c, err := bridge.NewClient("https://agent.example", bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) {
+		return &oauth2.Token{AccessToken: "slot-token-" + strconv.FormatInt(n.Add(1), 10), Expiry: time.Now().Add(time.Hour)}, nil
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, slot := bridge.WithTokenSlot(context.Background())
+	if err := c.Authorize(ctx, http.Header{}); err != nil || slot.Header().Get("Authorization") != "Bearer slot-token-1" {
+		t.Fatalf("slot %v, %v", slot.Header(), err)
+	}
+	c.Refused(slot.Header()) // token 1 refused: the next call gets token 2
+	h := http.Header{}
+	if err := c.Authorize(context.Background(), h); err != nil || h.Get("Authorization") != "Bearer slot-token-2" {
+		t.Fatalf("after a refusal: %q, %v", h.Get("Authorization"), err)
+	}
+	c.Refused(slot.Header()) // token 1's refusal again, late: token 2 stays
+	h = http.Header{}
+	if err := c.Authorize(context.Background(), h); err != nil || h.Get("Authorization") != "Bearer slot-token-2" {
+		t.Errorf("a late refusal of the old token dropped the new one: %q, %v", h.Get("Authorization"), err)
+	}
+	if bridge.TokenSlotOf(context.Background()).Header() != nil {
+		t.Error("a context without a slot has a header")
+	}
+}
+
+// TestTokenScrubbedAfterRotation: an error page that echoes the token its
+// call carried is scrubbed of it though another call has since got a new
+// token (only the token sent last was), and so is Scrub's text.
+func TestTokenScrubbedAfterRotation(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	var c *bridge.Client
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("rotate") {
+			// Another call gets a new token while this one is answered.
+			c.Refused(r.Header)
+			if err := c.Authorize(context.Background(), http.Header{}); err != nil {
+				t.Error(err)
+			}
+		}
+		http.Error(w, "debug: "+r.Header.Get("Authorization"), http.StatusInternalServerError)
+	}))
+	t.Cleanup(upstream.Close)
+	var err error
+	c, err = bridge.NewClient(upstream.URL, bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) {
+		return &oauth2.Token{AccessToken: "rotated-token-" + strconv.FormatInt(n.Add(1), 10), Expiry: time.Now().Add(time.Hour)}, nil
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, upstream.URL+"/?rotate=1", nil)
+	_, err = c.Do(req, nil)
+	if err == nil || strings.Contains(err.Error(), "rotated-token-1") || !strings.Contains(err.Error(), "[redacted]") {
+		t.Errorf("an error page echoing the call's own token after a rotation: %v", err)
+	}
+	if s := c.Scrub("quoted rotated-token-1 and rotated-token-2"); strings.Contains(s, "rotated-token") {
+		t.Errorf("Scrub: %s", s)
+	}
+}
+
+// TestTokenEndpointCut: a token endpoint whose answer stops mid-body
+// (it stalls until the fetch's deadline) fails the call retryable, as an
+// endpoint that is down does: it was a protocol error, not retried.
+func TestTokenEndpointCut(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":`)
+		w.(http.Flusher).Flush()
+		<-stop
+	}))
+	t.Cleanup(endpoint.Close)
+	t.Cleanup(func() { close(stop) }) // before Close, which waits for the handler
+	cfg := &clientcredentials.Config{ClientID: oauthClient, ClientSecret: oauthSecret, TokenURL: endpoint.URL, AuthStyle: oauth2.AuthStyleInHeader}
+	c, err := bridge.NewClient("https://agent.example", bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		return cfg.Token(ctx)
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Authorize(context.Background(), http.Header{})
+	if be := new(bridge.Error); !errors.As(err, &be) || !be.Retryable || !errors.Is(err, bridge.ErrNoToken) {
+		t.Errorf("an answer cut mid-body: %v, want retryable", err)
+	}
 }

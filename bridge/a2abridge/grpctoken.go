@@ -35,13 +35,19 @@ type refusedToken struct{ c *bridge.Client }
 
 var _ a2aclient.CallInterceptor = refusedToken{}
 
+// Before gives the call a bridge.TokenSlot, which records the token the
+// call carries (Authorize fills it on every binding).
 func (refusedToken) Before(ctx context.Context, _ *a2aclient.Request) (context.Context, any, error) {
+	ctx, _ = bridge.WithTokenSlot(ctx)
 	return ctx, nil, nil
 }
 
-func (r refusedToken) After(_ context.Context, resp *a2aclient.Response) error {
+// After drops the token the refused call carried, if it is still the one
+// kept: a refusal that comes after another call replaced it does not drop
+// the new one (the call's token unknown: the one kept).
+func (r refusedToken) After(ctx context.Context, resp *a2aclient.Response) error {
 	if resp != nil && errors.Is(resp.Err, a2a.ErrUnauthenticated) {
-		r.c.Refused(nil)
+		r.c.Refused(bridge.TokenSlotOf(ctx).Header())
 	}
 	return nil
 }
@@ -53,9 +59,12 @@ var _ credentials.PerRPCCredentials = tokenCredentials{}
 // GetRequestMetadata is the call's authorization; no token is the call's
 // status: Unauthenticated for a refused client, Unavailable for a token
 // endpoint that may answer later (as the bridge reads those codes back).
-func (t tokenCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+func (t tokenCredentials) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
 	h := http.Header{}
-	if err := t.c.Authorize(h); err != nil {
+	if err := t.c.Authorize(ctx, h); err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(err).Err()
+		}
 		code := codes.Unavailable
 		if be := new(bridge.Error); errors.As(err, &be) && !be.Retryable {
 			code = codes.Unauthenticated

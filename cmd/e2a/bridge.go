@@ -129,7 +129,7 @@ func upstreamClient(u UpstreamConfig, headers map[string]string) (*bridge.Client
 	if tlsCfg != nil {
 		opts = append(opts, bridge.WithTLSConfig(tlsCfg))
 	}
-	switch o, err := u.tokenOption(tlsCfg, headers); {
+	switch o, err := u.tokenOption(headers); {
 	case err != nil:
 		return nil, err
 	case o != nil:
@@ -232,7 +232,11 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	// credentials_used, not credentials: the log's redaction replaces a
 	// secret-named key's value, and this one names the credentials (api
 	// key, header names, or none), never their values.
-	log.Info("bridge", "pool", pool, "upstream", up.Name(), "url", client.Location(), "credentials_used", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
+	used := bridge.Credentials{APIKey: u.APIKey, Headers: headers}.String()
+	if client.HasTokenSource() {
+		used = strings.TrimPrefix(used+", oauth2 client credentials", "none, ")
+	}
+	log.Info("bridge", "pool", pool, "upstream", up.Name(), "url", client.Location(), "credentials_used", used)
 	return bridge.New(pool, up, opts...)
 }
 

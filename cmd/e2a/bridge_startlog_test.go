@@ -7,21 +7,25 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/oauthtest"
 )
 
 // TestBridgeStartLogNamesCredentials: the line `e2a agent` logs when a
 // bridge starts says which credentials go upstream (bridge.Credentials
 // names them without their values: "api key", "header X-Tenant", or
-// "none"), so an operator can tell a missing E2A_UPSTREAM_API_KEY from a
+// "none"; "oauth2 client credentials" for E2A_UPSTREAM_OAUTH_*, where it
+// said none), so an operator can tell a missing E2A_UPSTREAM_API_KEY from a
 // wrong one. Under the key "credentials" the process logger's redaction
 // replaced that description with "[redacted]" whatever was configured,
 // none included; the values themselves must still never appear.
 func TestBridgeStartLogNamesCredentials(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(srv.Close)
-	const key, tenant = "k-7d41c9e2b5a3f860", "t-3b9f0a6c1e2d7485"
+	const key, tenant, secret = "k-7d41c9e2b5a3f860", "t-3b9f0a6c1e2d7485", "cs-5e8a2f719c0d4b36"
+	as := oauthtest.Start(t, "e2a-pool", secret, time.Hour)
 	for _, c := range []struct {
 		name string
 		env  []string
@@ -30,6 +34,8 @@ func TestBridgeStartLogNamesCredentials(t *testing.T) {
 		{"none", nil, `"credentials_used":"none"`},
 		{"key and header", []string{"E2A_UPSTREAM_API_KEY=" + key, "E2A_UPSTREAM_HEADERS=X-Tenant: " + tenant},
 			`"credentials_used":"api key, header X-Tenant"`},
+		{"oauth", []string{"E2A_UPSTREAM_OAUTH_TOKEN_URL=" + as.TokenURL(), "E2A_UPSTREAM_OAUTH_CLIENT_ID=e2a-pool",
+			"E2A_UPSTREAM_OAUTH_CLIENT_SECRET=" + secret}, `"credentials_used":"oauth2 client credentials"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := append(embeddedEnv(
@@ -39,7 +45,7 @@ func TestBridgeStartLogNamesCredentials(t *testing.T) {
 			if !strings.Contains(m[0], c.want) {
 				t.Errorf("bridge start line does not say %s: %s", c.want, m[0])
 			}
-			if strings.Contains(m[0], key) || strings.Contains(m[0], tenant) {
+			if strings.Contains(m[0], key) || strings.Contains(m[0], tenant) || strings.Contains(m[0], secret) {
 				t.Errorf("bridge start line holds a credential's value: %s", m[0])
 			}
 		})

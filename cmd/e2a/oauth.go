@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"golang.org/x/oauth2"
@@ -21,14 +23,17 @@ const oauthVars = "E2A_UPSTREAM_OAUTH_TOKEN_URL, E2A_UPSTREAM_OAUTH_CLIENT_ID an
 
 // tokenOption is the bridge's token source of the OAuth 2.0 client
 // credentials grant that the E2A_UPSTREAM_OAUTH_* variables describe, nil
-// when none is set. Its token endpoint is called over tlsCfg (the
-// upstream's authorities and client certificate; nil: the system's roots)
-// within the connect and idle timeouts. Refused, naming the variables: one
+// when none is set. Its token endpoint is called over TLS that trusts the
+// system's roots and E2A_UPSTREAM_TLS_CA's (tokenTLS: an identity provider
+// with a public certificate serves an upstream on a private CA), without
+// the upstream's client certificate, each token asked for within the
+// connect and idle timeouts together (x/oauth2's second try with the
+// client's credentials in the form, after a first that failed, included). Refused, naming the variables: one
 // of the three without the others, a token endpoint that is not https
 // (http on this machine only: the client secret goes there), and a token
 // beside E2A_UPSTREAM_API_KEY or an Authorization header of
 // E2A_UPSTREAM_HEADERS (each would be the calls' Authorization).
-func (u UpstreamConfig) tokenOption(tlsCfg *tls.Config, headers map[string]string) (bridge.ClientOption, error) {
+func (u UpstreamConfig) tokenOption(headers map[string]string) (bridge.ClientOption, error) {
 	if u.OAuthTokenURL == "" && u.OAuthClientID == "" && u.OAuthClientSecret == "" {
 		if u.OAuthScopes != "" || u.OAuthAudience != "" {
 			return nil, fmt.Errorf("E2A_UPSTREAM_OAUTH_SCOPES or _AUDIENCE without %s", oauthVars)
@@ -54,15 +59,45 @@ func (u UpstreamConfig) tokenOption(tlsCfg *tls.Config, headers map[string]strin
 	if u.OAuthAudience != "" {
 		cfg.EndpointParams = url.Values{"audience": {u.OAuthAudience}}
 	}
+	tlsCfg, err := u.tokenTLS()
+	if err != nil {
+		return nil, err
+	}
 	d := &net.Dialer{Timeout: u.ConnectTimeout}
-	hc := &http.Client{Timeout: u.ConnectTimeout + u.IdleTimeout, CheckRedirect: func(*http.Request, []*http.Request) error {
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // the secret is not sent on to where a redirect points
 	}, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: d.DialContext, TLSClientConfig: tlsCfg,
 		TLSHandshakeTimeout: u.ConnectTimeout}}
-	// Each token is asked for with this context; the bridge keeps it
+	// Each token is asked for with such a context; the bridge keeps it
 	// until it expires or an upstream refuses it.
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, hc)
-	return bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) { return cfg.Token(ctx) })), nil
+	base := context.WithValue(context.Background(), oauth2.HTTPClient, hc)
+	within := u.ConnectTimeout + u.IdleTimeout
+	return bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) {
+		ctx, cancel := context.WithTimeout(base, within)
+		defer cancel()
+		return cfg.Token(ctx)
+	})), nil
+}
+
+// tokenTLS is the token endpoint's TLS: the system's roots and those of
+// E2A_UPSTREAM_TLS_CA, and no client certificate (nil without the
+// variable: the system's roots).
+func (u UpstreamConfig) tokenTLS() (*tls.Config, error) {
+	if u.TLSCA == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(u.TLSCA)
+	if err != nil {
+		return nil, fmt.Errorf("E2A_UPSTREAM_TLS_CA: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("E2A_UPSTREAM_TLS_CA: %s holds no PEM certificate", u.TLSCA)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}, nil
 }
 
 // tokenURLOK refuses a token endpoint the client secret may not be sent

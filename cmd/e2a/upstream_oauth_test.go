@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/internal/oauthtest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
@@ -69,5 +76,77 @@ func TestUpstreamOAuth(t *testing.T) {
 	}
 	if strings.Contains(strings.Join(dev.banner, "\n"), secret) {
 		t.Error("e2a dev's banner holds the client secret")
+	}
+}
+
+// TestTokenFetchBounded: a token endpoint that takes the request and never
+// answers holds a token's fetch for the connect and idle timeouts together,
+// and is asked once: x/oauth2, which does not know yet whether the endpoint
+// takes the client's credentials in the header or in the form, tried the
+// form after the header's try timed out, with a timeout of its own (twice
+// the bound, the endpoint asked twice). The call fails retryable.
+func TestTokenFetchBounded(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int64
+	stop := make(chan struct{})
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		<-stop
+	}))
+	t.Cleanup(endpoint.Close)
+	t.Cleanup(func() { close(stop) }) // before Close, which waits for the handler
+	u := UpstreamConfig{OAuthTokenURL: endpoint.URL, OAuthClientID: "e2a-pool", OAuthClientSecret: "cs-0a1b2c3d4e5f",
+		ConnectTimeout: time.Second, IdleTimeout: time.Second}
+	o, err := u.tokenOption(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := bridge.NewClient("https://agent.example", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Authorize(context.Background(), http.Header{})
+	if be := new(bridge.Error); !errors.As(err, &be) || !be.Retryable || !errors.Is(err, bridge.ErrNoToken) {
+		t.Errorf("a token endpoint that does not answer: %v, want retryable", err)
+	}
+	if n := asked.Load(); n > 1 {
+		t.Errorf("the token endpoint was asked %d times for one token within the bound, want once", n)
+	}
+}
+
+// TestUpstreamOAuthTLS: an upstream on a private authority
+// (E2A_UPSTREAM_TLS_CA, with a client certificate) behind an identity
+// provider whose certificate the system trusts (SSL_CERT_FILE stands for
+// the system's roots here): the token endpoint is called trusting the
+// system's roots and the variable's, and the request is answered. The
+// variable's authority alone was trusted for the token endpoint too, so
+// every public identity provider failed the bridge's start.
+func TestUpstreamOAuthTLS(t *testing.T) {
+	const secret = "oauth-client-secret-7c3e"
+	as := oauthtest.Start(t, "e2a-pool", secret, time.Hour)
+	idp, private := testkit.WriteTLS(t, "127.0.0.1"), testkit.WriteTLS(t, "127.0.0.1")
+	target, err := url.Parse(as.TokenURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host}))
+	endpoint.TLS = &tls.Config{Certificates: []tls.Certificate{idp.Pair}}
+	endpoint.StartTLS()
+	t.Cleanup(endpoint.Close)
+	agent := httptest.NewUnstartedServer(as.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "answered over TLS with a token")
+	})))
+	agent.TLS = &tls.Config{Certificates: []tls.Certificate{private.Pair}}
+	agent.StartTLS()
+	t.Cleanup(agent.Close)
+
+	dev := startDev(t, []string{"SSL_CERT_FILE=" + idp.CA, "E2A_UPSTREAM_TLS_CA=" + private.CA,
+		"E2A_UPSTREAM_TLS_CERT=" + private.Cert, "E2A_UPSTREAM_TLS_KEY=" + private.Key,
+		"E2A_UPSTREAM_OAUTH_TOKEN_URL=" + endpoint.URL + oauthtest.TokenPath, "E2A_UPSTREAM_OAUTH_CLIENT_ID=e2a-pool",
+		"E2A_UPSTREAM_OAUTH_CLIENT_SECRET=" + secret}, "--http", agent.URL+"/")
+	waitPoolLive(t, dev.base, "agent")
+	if _, b := testkit.Do(t, "POST", dev.base+"/v1/requests?wait=true", `{"params":{"text":"hi"}}`); !strings.Contains(string(b), "answered over TLS with a token") {
+		t.Errorf("through the agent: %.500s", b)
 	}
 }
