@@ -66,7 +66,7 @@ func WithMaxInFlight(n int) Option {
 }
 
 // WithRetry sets how a call that failed retryably before writing anything
-// is retried: at most retries more times (0..20, default 3), waiting a
+// (and not ErrSentUnanswered) is retried: at most retries more times (0..20, default 3), waiting a
 // random time up to base·2^attempt, at most max (full jitter), or the
 // upstream's Retry-After when it is longer (bounded by max).
 func WithRetry(retries int, base, max time.Duration) Option {
@@ -242,7 +242,7 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 			break
 		}
 		var be *Error
-		if !errors.As(err, &be) || !be.Retryable {
+		if !errors.As(err, &be) || !be.Retryable || errors.Is(err, ErrSentUnanswered) {
 			break
 		}
 		wait := h.backoff(attempt, be.RetryAfter)

@@ -36,6 +36,14 @@ var (
 	// client, failed or could not be reached); the call's *Error says
 	// which, as Client.Authorize gives it.
 	ErrNoToken = errors.New("bridge: no OAuth 2.0 token")
+	// ErrSentUnanswered marks a call that failed after its request was
+	// sent and before any answer to it came (the idle timeout ran out
+	// waiting): the upstream may be acting on it (an A2A agent whose SDK
+	// sends a stream's first bytes with its first event works on the
+	// message meanwhile), so the Handler does not make the call again, as
+	// it does other retryable failures before any frame: each time would
+	// start another task. The request ends with the call's error.
+	ErrSentUnanswered = errors.New("bridge: upstream call sent, never answered")
 )
 
 // Error codes of the e2a.error frames an upstream failure ends a request with.
@@ -207,6 +215,13 @@ func Classify(err error) error {
 	}
 	if errors.Is(err, context.Canceled) || isRuntimeError(err) {
 		return err
+	}
+	if !errors.Is(err, ErrIdleTimeout) && strings.Contains(err.Error(), "net/http: timeout awaiting response headers") {
+		// net/http's Transport.ResponseHeaderTimeout (NewClient's
+		// transport waits the idle timeout so), which has no error of its
+		// own to test for (an SDK may quote it without wrapping it): the
+		// idle timeout's, as headerWait's.
+		err = fmt.Errorf("%w: %w", ErrIdleTimeout, err)
 	}
 	switch {
 	case errors.Is(err, ErrIdleTimeout), errors.Is(err, context.DeadlineExceeded):

@@ -471,12 +471,30 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	req := &a2a.SendMessageRequest{Message: msg}
 	defer t.forwardCancel(ctx)
 	if u.streaming {
-		return t.follow(ctx, t.stream(ctx, req))
+		return t.unanswered(t.follow(ctx, t.stream(ctx, req)))
 	}
 	// Without a stream, the task is asked for at once and polled: its
 	// progress reaches the client while it works, and a cancel finds it.
 	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
-	return t.sendAndPoll(ctx, req)
+	return t.unanswered(t.sendAndPoll(ctx, req))
+}
+
+// unanswered is err, the end of the call that sent the turn's message,
+// marked bridge.ErrSentUnanswered when the idle timeout ran out before the
+// agent's first event (no task named): the agent may be working on the
+// message (the Python and Java SDKs send a stream's headers with its
+// first event, and answer SendMessage once it is there), so it is not sent
+// again, which would start another task each time.
+func (t *turn) unanswered(err error) error {
+	var be *bridge.Error
+	if t.taskID != "" || !errors.Is(err, bridge.ErrIdleTimeout) || !errors.As(err, &be) {
+		return err
+	}
+	e := *be
+	e.Message += " before its first event: the agent may be working on the message, which is not sent again " +
+		"(an agent silent for longer before it says anything needs a longer E2A_UPSTREAM_IDLE_TIMEOUT)"
+	e.Err = fmt.Errorf("%w: %w", bridge.ErrSentUnanswered, be)
+	return &e
 }
 
 // messageID is the messageId of the message a call for env sends: a

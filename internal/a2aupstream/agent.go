@@ -30,6 +30,16 @@ func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 	})
 	return func(yield func(a2a.Event, error) bool) {
 		out := emit(func(ev a2a.Event) bool { return yield(ev, nil) })
+		if name == Late {
+			select {
+			case <-time.After(e.s.opts.SlowInterval):
+			case <-ctx.Done():
+				return
+			case <-e.s.closing:
+				return
+			}
+			name = Stream
+		}
 		if name == Message {
 			m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart(MessageText(body)))
 			m.ContextID = ec.ContextID

@@ -28,10 +28,14 @@ const (
 	// CancelTask asked for it).
 	AgentCancel  = "agent-cancel"
 	ArtifactMeta = "artifact-meta"
-	Echo         = "echo" // anything else
+	// Late: the agent works Options.SlowInterval before its first event
+	// (a stream on the Python wire holds its headers meanwhile), then
+	// answers as Stream.
+	Late = "late"
+	Echo = "echo" // anything else
 )
 
-var scenarios = []string{Stream, Tool, Ask, Auth, Fail, Slow, Message, File, Reject, AgentCancel, ArtifactMeta}
+var scenarios = []string{Stream, Tool, Ask, Auth, Fail, Slow, Late, Message, File, Reject, AgentCancel, ArtifactMeta}
 
 // Scenario splits a message text into its scenario and body: "stream:
 // hi" → (Stream, "hi"); a text with no known prefix → (Echo, text).
