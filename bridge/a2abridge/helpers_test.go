@@ -2,6 +2,7 @@ package a2abridge_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -32,6 +34,22 @@ func newHandler(t *testing.T, p *pipetest.Pipeline, pool, url string, copts ...b
 // newRetryingHandler is newHandler with the bridge's retry option retry.
 func newRetryingHandler(t *testing.T, p *pipetest.Pipeline, pool, url string, retry bridge.Option, copts ...bridge.ClientOption) *bridge.Handler {
 	t.Helper()
+	return handlerWith(t, p, pool, url, retry, nil, copts...)
+}
+
+// newLoggedHandler is newHandler whose A2A bridge logs into the buffer
+// returned.
+func newLoggedHandler(t *testing.T, p *pipetest.Pipeline, pool, url string, copts ...bridge.ClientOption) (*bridge.Handler, *testkit.Buffer) {
+	t.Helper()
+	log := &testkit.Buffer{}
+	return handlerWith(t, p, pool, url, bridge.WithRetry(2, 5*time.Millisecond, 20*time.Millisecond),
+		[]a2abridge.Option{a2abridge.WithLogger(slog.New(slog.NewTextHandler(log, nil)))}, copts...), log
+}
+
+// handlerWith is newRetryingHandler with the A2A bridge's options opts
+// too.
+func handlerWith(t *testing.T, p *pipetest.Pipeline, pool, url string, retry bridge.Option, opts []a2abridge.Option, copts ...bridge.ClientOption) *bridge.Handler {
+	t.Helper()
 	ctx := context.Background()
 	client, err := bridge.NewClient(url, copts...)
 	if err != nil {
@@ -41,7 +59,8 @@ func newRetryingHandler(t *testing.T, p *pipetest.Pipeline, pool, url string, re
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, err := a2abridge.New(ctx, client, a2abridge.WithConversations(pool, conv), a2abridge.WithPollInterval(20*time.Millisecond))
+	up, err := a2abridge.New(ctx, client, append([]a2abridge.Option{a2abridge.WithConversations(pool, conv),
+		a2abridge.WithPollInterval(20 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +133,20 @@ func startV03(t *testing.T, exec legacysrv.AgentExecutor) string {
 // protocol version.
 func startV03Card(t *testing.T, exec legacysrv.AgentExecutor, cardPath, version string) string {
 	t.Helper()
+	return startV03At(t, legacysrv.NewJSONRPCHandler(legacysrv.NewHandler(exec)), cardPath, version)
+}
+
+// startV03Handler is startV03 with rpc (a v0.3 JSON-RPC handler) serving
+// the agent's interface.
+func startV03Handler(t *testing.T, rpc http.Handler) string {
+	t.Helper()
+	return startV03At(t, rpc, legacysrv.WellKnownAgentCardPath, "0.3.0")
+}
+
+// startV03At serves rpc at /rpc and, at cardPath, a v0.3 card naming it
+// and protocol version.
+func startV03At(t *testing.T, rpc http.Handler, cardPath, version string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +161,7 @@ func startV03Card(t *testing.T, exec legacysrv.AgentExecutor, cardPath, version 
 		Skills:             []legacy.AgentSkill{{ID: "slow", Name: "slow", Description: "slow", Tags: []string{"test"}}},
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/rpc", legacysrv.NewJSONRPCHandler(legacysrv.NewHandler(exec)))
+	mux.Handle("/rpc", rpc)
 	mux.Handle(cardPath, legacysrv.NewStaticAgentCardHandler(card))
 	srv := &http.Server{Handler: mux}
 	go func() { _ = srv.Serve(ln) }()

@@ -73,6 +73,16 @@ func (t *turn) followTask(ctx context.Context) error {
 			// stream whose start is not known would be written twice or
 			// lost).
 			poll = true
+		case errors.Is(err, bridge.ErrIdleTimeout):
+			// Nothing came within the idle timeout (which bounds only
+			// the wait for a stream's start): an agent that sends no
+			// snapshot first and holds its stream's headers until its
+			// next event (the Java SDK 0.3's resubscribe), silent for
+			// now. Subscribing again would meet the same silence; its
+			// task is read and polled, as after a cut.
+			t.u.cfg.log.Info("a2a bridge: the agent's subscription sent nothing within the idle timeout; reading its task and polling it",
+				"request_id", t.env.RequestID, "task", t.taskID)
+			poll = true
 		case err == nil || !errors.As(err, &be) || be.Code != bridge.CodeRejected:
 			return err
 		}
