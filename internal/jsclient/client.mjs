@@ -7,6 +7,7 @@
 //   node client.mjs <base-url> v03
 //   node client.mjs <base-url> push JSONRPC|HTTP+JSON <webhook-url>
 //   node client.mjs <base-url> card   (the card as the SDK's resolver reads it)
+//   node client.mjs <base-url> extcard JSONRPC|HTTP+JSON <api-key>   (the extended card, as getAgentCard reads it)
 import { randomUUID } from 'node:crypto';
 
 const [base, generation, binding] = process.argv.slice(2);
@@ -124,7 +125,30 @@ async function card() {
   return { security_requirements: c.securityRequirements, security_schemes: Object.keys(c.securitySchemes ?? {}) };
 }
 
-const modes = { v1, v03, card, push: () => push(process.argv[5]) };
+// extcard: the security members and extensions of the extended card as
+// a client built from the card reads it (getAgentCard calls
+// GetExtendedAgentCard when the card declares one), with the API key key.
+async function extcard(key) {
+  const { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory } = await import('@a2a-js/sdk/client');
+  const fetchImpl = (url, init = {}) => {
+    const headers = new Headers(init.headers);
+    headers.set('X-API-Key', key);
+    return fetch(url, { ...init, headers });
+  };
+  const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+    preferredTransports: [binding],
+    transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })],
+  });
+  const client = await new ClientFactory(options).createFromUrl(base);
+  const c = await client.getAgentCard();
+  return {
+    security_requirements: c.securityRequirements,
+    security_schemes: Object.keys(c.securitySchemes ?? {}),
+    extensions: (c.capabilities?.extensions ?? []).map((e) => e.uri),
+  };
+}
+
+const modes = { v1, v03, card, push: () => push(process.argv[5]), extcard: () => extcard(process.argv[5]) };
 
 try {
   const summary = await modes[generation]();

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ type summary struct {
 	// card's
 	Requirements []map[string]map[string]map[string][]string `json:"security_requirements"`
 	Schemes      []string                                    `json:"security_schemes"`
+	Extensions   []string                                    `json:"extensions"`
 }
 
 // pipeline serves ingress (with opts) + egress over loopback HTTP with
@@ -135,17 +137,52 @@ func TestA2AJavaScriptClients(t *testing.T) {
 // client but Go's the specification's form.
 func TestA2AJavaScriptCardScopes(t *testing.T) {
 	installed(t)
+	s := run(t, pipeline(t, ingress.WithAuth(keyAndOAuth(t))), "card")
+	checkScopes(t, s)
+}
+
+// aliceKey is alice's API key in keyAndOAuth.
+const aliceKey = "key_alice_0123456789abcdef"
+
+// keyAndOAuth is authentication by API key (alice's) or OAuth 2.0 with
+// the scope agents.
+func keyAndOAuth(t *testing.T) *ingress.Auth {
+	t.Helper()
 	a, err := ingress.NewAuth(&ingress.AuthConfig{Schemes: []string{"apiKey", "oauth2"},
-		APIKeys: []ingress.Credential{{Principal: "alice", Secret: "key_alice_0123456789abcdef"}},
+		APIKeys: []ingress.Credential{{Principal: "alice", Secret: aliceKey}},
 		OAuth2: ingress.OAuth2Config{SigningKey: "0123456789abcdef0123456789abcdef", RequiredScope: "agents",
 			Clients: []ingress.OAuth2Client{{ClientID: "svc", ClientSecret: "cs_svc_0123456789abcdef", Scopes: []string{"agents"}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := run(t, pipeline(t, ingress.WithAuth(a)), "card")
+	return a
+}
+
+// checkScopes checks the card s read has keyAndOAuth's requirements whole.
+func checkScopes(t *testing.T, s summary) {
+	t.Helper()
 	got, _ := json.Marshal(s.Requirements)
 	const want = `[{"schemes":{"apiKey":{"list":[]}}},{"schemes":{"oauth2":{"list":["agents"]}}}]`
 	if string(got) != want || strings.Join(s.Schemes, ",") != "apiKey,oauth2" {
 		t.Errorf("requirements %s, schemes %v; want %s, apiKey,oauth2", got, s.Schemes, want)
+	}
+}
+
+// TestA2AJavaScriptExtendedCardScopes: @a2a-js/sdk 1.3.0's getAgentCard
+// (GetExtendedAgentCard, over JSON-RPC and HTTP+JSON, with alice's key)
+// reads the extended card's requirements whole, as the public card's
+// (TestA2AJavaScriptCardScopes): the SDK's server wrote the Go SDK's bare
+// lists, which this client read as no scopes.
+func TestA2AJavaScriptExtendedCardScopes(t *testing.T) {
+	installed(t)
+	base := pipeline(t, ingress.WithAuth(keyAndOAuth(t)))
+	for _, binding := range []string{"JSONRPC", "HTTP+JSON"} {
+		t.Run(binding, func(t *testing.T) {
+			s := run(t, base, "extcard", binding, aliceKey)
+			if !slices.Contains(s.Extensions, ingress.PrincipalExtension) {
+				t.Fatalf("extensions %v: not the extended card (no %s)", s.Extensions, ingress.PrincipalExtension)
+			}
+			checkScopes(t, s)
+		})
 	}
 }

@@ -125,6 +125,9 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		if checkRPC {
 			w = rpcWriter(w, head)
 		}
+		if extendedCardCall(r, head, checkRPC) && !readsBareScopes(r) {
+			w = &protoScopesWriter{passThrough: passThrough{w}, rpc: checkRPC}
+		}
 		switch {
 		case b.refuseFinished(w, r, head, !checkRPC):
 			// SubscribeToTask of a finished task: refused before a stream

@@ -84,7 +84,8 @@
 // caller ([PrincipalExtension]); a v1.0 client gets [V1Card] of it, the
 // v1.0 card alone, and every client but Go's HTTP client (the Go SDK's,
 // which reads no other form) the security requirements' scopes in the
-// specification's form, [ProtoScopes] ([Service.CardView]). A
+// specification's form, [ProtoScopes] ([Service.CardView]; for the
+// extended card over JSON-RPC and HTTP+JSON, protoScopesWriter). A
 // single v1.0 call at /a2a reaches the JSON-RPC binding through package
 // protocols/a2a (host.TaskHost.BindingRPC), which also holds the v1.0 method
 // names (a2a.V1Methods) and the helpers this package shares with v0.3
