@@ -133,8 +133,13 @@ func (c *Client) Refused(h http.Header) {
 // several requests): an SDK's interceptor that sees the call refused as
 // unauthenticated tells the client which token was (Refused(slot.Header())),
 // so that a refusal of a token the client has since replaced does not drop
-// the new one.
-type TokenSlot struct{ v atomic.Pointer[string] }
+// the new one. It also records why the call got no token (Err): an SDK
+// that turns a failure of its per-call credentials into its own error
+// (gRPC's status) loses the token endpoint's code and Retry-After.
+type TokenSlot struct {
+	v   atomic.Pointer[string]
+	err atomic.Pointer[Error]
+}
 
 type tokenSlotKey struct{}
 
@@ -159,6 +164,18 @@ func (s *TokenSlot) Header() http.Header {
 	}
 	if p := s.v.Load(); p != nil {
 		return http.Header{"Authorization": {*p}}
+	}
+	return nil
+}
+
+// Err is the *Error of the call's last failure to get a token
+// (Authorize's), nil when its last request got one (or s is nil).
+func (s *TokenSlot) Err() error {
+	if s == nil {
+		return nil
+	}
+	if e := s.err.Load(); e != nil {
+		return e
 	}
 	return nil
 }
@@ -191,23 +208,34 @@ func (c *Client) Authorize(ctx context.Context, h http.Header) error {
 	if c.tokens == nil {
 		return nil
 	}
+	slot := TokenSlotOf(ctx)
 	tok, err := c.tokens.Token(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
-		return tokenError(err)
+		return slot.failed(tokenError(err))
 	}
 	if tok.AccessToken == "" {
-		return &Error{Code: CodeAuth, Message: "the OAuth 2.0 token source gave no access token", Err: ErrNoToken}
+		return slot.failed(&Error{Code: CodeAuth, Message: "the OAuth 2.0 token source gave no access token", Err: ErrNoToken})
 	}
 	c.token.add(tok.AccessToken)
 	v := tok.Type() + " " + tok.AccessToken
 	h["Authorization"] = []string{v}
-	if s := TokenSlotOf(ctx); s != nil {
-		s.v.Store(&v)
+	if slot != nil {
+		slot.v.Store(&v)
+		slot.err.Store(nil)
 	}
 	return nil
+}
+
+// failed records err (an *Error, or what tokenError gives) in s, if
+// there is one, and returns it.
+func (s *TokenSlot) failed(err error) error {
+	if be := new(Error); s != nil && errors.As(err, &be) {
+		s.err.Store(be)
+	}
+	return err
 }
 
 // tokenError is the *Error of a failure to get a token: the token

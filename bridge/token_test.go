@@ -269,6 +269,43 @@ func TestTokenSlot(t *testing.T) {
 	}
 }
 
+// TestTokenSlotErr: a call's failure to get a token is kept in its slot
+// as Authorize's *Error (the token endpoint's code and Retry-After), for
+// an SDK that makes its own error of it (a2abridge's gRPC calls); the
+// call's next request that gets a token clears it.
+func TestTokenSlotErr(t *testing.T) {
+	t.Parallel()
+	var busy atomic.Bool
+	busy.Store(true)
+	c, err := bridge.NewClient("https://agent.example", bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) {
+		if busy.Load() {
+			return nil, &oauth2.RetrieveError{Response: &http.Response{StatusCode: http.StatusTooManyRequests,
+				Header: http.Header{"Retry-After": {"3"}}}}
+		}
+		return &oauth2.Token{AccessToken: "slot-token", Expiry: time.Now().Add(time.Hour)}, nil
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, slot := bridge.WithTokenSlot(context.Background())
+	if slot.Err() != nil {
+		t.Fatalf("a new slot has an error: %v", slot.Err())
+	}
+	aerr := c.Authorize(ctx, http.Header{})
+	var be, ae *bridge.Error
+	if !errors.As(slot.Err(), &be) || !errors.As(aerr, &ae) || be != ae || be.Code != bridge.CodeRateLimited ||
+		!be.Retryable || be.RetryAfter != 3*time.Second {
+		t.Fatalf("slot error %#v, Authorize's %v; want Authorize's, rate limited, Retry-After 3s", slot.Err(), aerr)
+	}
+	busy.Store(false)
+	if err := c.Authorize(ctx, http.Header{}); err != nil || slot.Err() != nil {
+		t.Errorf("after a token: Authorize %v, slot error %v; want none", err, slot.Err())
+	}
+	if bridge.TokenSlotOf(context.Background()).Err() != nil {
+		t.Error("a context without a slot has an error")
+	}
+}
+
 // TestTokenScrubbedAfterRotation: an error page that echoes the token its
 // call carried is scrubbed of it though another call has since got a new
 // token (only the token sent last was), and so is Scrub's text.

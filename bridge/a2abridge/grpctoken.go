@@ -44,10 +44,20 @@ func (refusedToken) Before(ctx context.Context, _ *a2aclient.Request) (context.C
 
 // After drops the token the refused call carried, if it is still the one
 // kept: a refusal that comes after another call replaced it does not drop
-// the new one (the call's token unknown: the one kept).
+// the new one (the call's token unknown: the one kept). A call that
+// failed for want of a token fails with the token's error as Authorize
+// gave it (its code, retryable, the token endpoint's Retry-After): gRPC
+// made a status of it, which kept only its text.
 func (r refusedToken) After(ctx context.Context, resp *a2aclient.Response) error {
-	if resp != nil && errors.Is(resp.Err, a2a.ErrUnauthenticated) {
-		r.c.Refused(bridge.TokenSlotOf(ctx).Header())
+	if resp == nil || resp.Err == nil {
+		return nil
+	}
+	slot := bridge.TokenSlotOf(ctx)
+	if err := slot.Err(); err != nil {
+		return err
+	}
+	if errors.Is(resp.Err, a2a.ErrUnauthenticated) {
+		r.c.Refused(slot.Header())
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package a2abridge_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +70,45 @@ func TestTokenSourceBindings(t *testing.T) {
 			a = p.Ask(t, pool, `{"params":{"text":"stream: again"}}`)
 			if a.Final().ResponseKind != e2a.KindComplete || as.Issued() != issued+1 {
 				t.Errorf("after a refused token: %s, %d tokens issued, want completed with one more than %d", a.Final().Body, as.Issued(), issued)
+			}
+		})
+	}
+}
+
+// TestTokenEndpointBusy: a token endpoint that answers 429 with
+// Retry-After once the pool is up fails a request with the token's error
+// on every binding: upstream_rate_limited, retryable, naming the token
+// endpoint (its Retry-After is the Handler's wait). On gRPC the SDK made a
+// status of it (the per-call credentials' error), and the request ended
+// upstream_unavailable, the Retry-After lost, before the call's
+// TokenSlot kept the error.
+func TestTokenEndpointBusy(t *testing.T) {
+	t.Parallel()
+	p := pipetest.Start(t, pipetest.WithGRPC())
+	for i, binding := range []a2a.TransportProtocol{up.JSONRPC, up.HTTPJSON, up.GRPC} {
+		t.Run(string(binding), func(t *testing.T) {
+			// Tokens within oauth2's expiry margin: each call asks for one.
+			as := oauthtest.Start(t, "e2a-bridge", "client-secret-77f2", 5*time.Second)
+			srv := up.Start(t, up.Options{Binding: binding, Token: as.ValidHeader})
+			cfg := &clientcredentials.Config{ClientID: "e2a-bridge", ClientSecret: "client-secret-77f2", TokenURL: as.TokenURL()}
+			pool := "busy-" + string(rune('a'+i))
+			p.Pool(pool, newHandler(t, p, pool, srv.BaseURL(), bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) { return cfg.Token(context.Background()) }))))
+			as.SetBusy("1")
+			var e struct {
+				Code      string `json:"code"`
+				Message   string `json:"message"`
+				Retryable bool   `json:"retryable"`
+			}
+			a := p.Ask(t, pool, `{"params":{"text":"stream: busy"}}`)
+			if err := json.Unmarshal(a.Final().Body, &e); err != nil || a.Final().ResponseKind != e2a.KindError {
+				t.Fatalf("final %s %s (%v), want an error", a.Final().ResponseKind, a.Final().Body, err)
+			}
+			if e.Code != bridge.CodeRateLimited || !e.Retryable || !strings.Contains(e.Message, "OAuth 2.0 token endpoint") {
+				t.Errorf("error %+v; want %s, retryable, naming the token endpoint", e, bridge.CodeRateLimited)
+			}
+			as.SetBusy("")
+			if a := p.Ask(t, pool, `{"params":{"text":"stream: again"}}`); a.Final().ResponseKind != e2a.KindComplete {
+				t.Errorf("with the endpoint serving again: %s", a.Final().Body)
 			}
 		})
 	}

@@ -27,7 +27,8 @@ type Server struct {
 	http   *httptest.Server
 	issued atomic.Int64
 	down   atomic.Bool
-	last   atomic.Value // the access token Valid accepted last
+	busy   atomic.Pointer[string] // Retry-After of SetBusy's 429s
+	last   atomic.Value           // the access token Valid accepted last
 }
 
 // Start serves an authorization server of the client id with secret,
@@ -58,6 +59,11 @@ func Start(t testing.TB, id, secret string, exp time.Duration) *Server {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return
 		}
+		if after := s.busy.Load(); after != nil {
+			w.Header().Set("Retry-After", *after)
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
 		rec := &obs.StatusWriter{ResponseWriter: w}
 		_ = s.srv.HandleTokenRequest(rec, r)
 		if rec.Code == http.StatusOK {
@@ -77,6 +83,16 @@ func (s *Server) Issued() int { return int(s.issued.Load()) }
 
 // SetDown makes the token endpoint answer 503 (down) or serve again.
 func (s *Server) SetDown(down bool) { s.down.Store(down) }
+
+// SetBusy makes the token endpoint answer 429 with Retry-After after, or
+// ("") serve again.
+func (s *Server) SetBusy(after string) {
+	if after == "" {
+		s.busy.Store(nil)
+		return
+	}
+	s.busy.Store(&after)
+}
 
 // Valid reports whether r carries a bearer token the server issued and
 // that has not expired, and its scope.
