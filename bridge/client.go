@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strings"
@@ -250,42 +251,49 @@ func WithTransport(rt http.RoundTripper) ClientOption {
 	return option.NotNil(ErrInvalidOption, "transport", rt, func(c *Client) { c.rt = rt })
 }
 
-// headerWait bounds a transport's wait for an answer's headers to d (the
-// client's idle timeout; the transport NewClient builds bounds it
-// itself): a call without headers by then is cancelled with
-// ErrIdleTimeout.
+// headerWait bounds the wait for an answer's headers to d (the client's
+// idle timeout) from when the request was sent whole (httptrace's
+// WroteRequest, as net/http's ResponseHeaderTimeout counts, on HTTP/1.1
+// and HTTP/2 alike), and the time before that to d as well (a transport of
+// the caller's, whose connect timeout is its own): a call without headers
+// by then is cancelled and fails with ErrAwaitingAnswer, or ErrIdleTimeout
+// when its request was not sent (IdleWatch).
 type headerWait struct {
 	rt http.RoundTripper
 	d  time.Duration
 }
 
 func (t headerWait) RoundTrip(r *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancelCause(r.Context())
-	timer := time.AfterFunc(t.d, func() { cancel(ErrIdleTimeout) })
+	ctx, w := WatchIdle(r.Context(), t.d)
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			w.Sent()
+		}
+	}})
 	resp, err := t.rt.RoundTrip(r.WithContext(ctx))
-	if !timer.Stop() {
+	if cause := w.Stop(); cause != nil {
 		if err == nil {
 			_ = resp.Body.Close()
 		}
-		return nil, fmt.Errorf("%w: no answer within %v", ErrIdleTimeout, t.d)
+		return nil, fmt.Errorf("%w: no answer within %v", cause, t.d)
 	}
 	if err != nil {
-		cancel(nil)
+		w.End()
 		return nil, err
 	}
-	resp.Body = cancelOnClose{resp.Body, cancel}
+	resp.Body = cancelOnClose{resp.Body, w.End}
 	return resp, nil
 }
 
 // cancelOnClose ends a call's context when its body is closed.
 type cancelOnClose struct {
 	io.ReadCloser
-	cancel context.CancelCauseFunc
+	end func()
 }
 
 func (b cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
-	b.cancel(nil)
+	b.end()
 	return err
 }
 
@@ -321,20 +329,22 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 		if c.tls != nil {
 			return nil, fmt.Errorf("%w: a TLS configuration with a transport of the caller's (give the transport its TLS)", ErrInvalidOption)
 		}
-		c.rt = headerWait{rt: c.rt, d: c.idle}
 	} else {
 		d := &net.Dialer{Timeout: c.connect, KeepAlive: 30 * time.Second}
 		c.rt = &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           d.DialContext,
-			TLSClientConfig:       c.TLSConfig(),
-			TLSHandshakeTimeout:   c.connect,
-			ResponseHeaderTimeout: c.idle,
-			MaxIdleConnsPerHost:   256,
-			IdleConnTimeout:       90 * time.Second,
-			ForceAttemptHTTP2:     true,
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         d.DialContext,
+			TLSClientConfig:     c.TLSConfig(),
+			TLSHandshakeTimeout: c.connect,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   true,
 		}
 	}
+	// The answer's headers are waited for here, not by the transport's
+	// ResponseHeaderTimeout, whose error (in two wordings, HTTP/1.1's
+	// and HTTP/2's) wraps nothing to tell it by.
+	c.rt = headerWait{rt: c.rt, d: c.idle}
 	return c, nil
 }
 
@@ -494,7 +504,7 @@ func (t refusingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		cancel(nil)
 		return nil, err
 	case !t.refuse(resp):
-		resp.Body = cancelOnClose{resp.Body, cancel}
+		resp.Body = cancelOnClose{resp.Body, func() { cancel(nil) }}
 		return resp, nil
 	}
 	// The error page is read under the idle timeout, as Do reads it.

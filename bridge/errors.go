@@ -44,6 +44,15 @@ var (
 	// it does other retryable failures before any frame: each time would
 	// start another task. The request ends with the call's error.
 	ErrSentUnanswered = errors.New("bridge: upstream call sent, never answered")
+	// ErrAwaitingAnswer is the cause of a call whose request was sent
+	// whole (HTTP's request with its body written to the connection, on
+	// HTTP/1.1 and HTTP/2 alike) and whose answer did not begin within the
+	// idle timeout; it wraps ErrIdleTimeout. An idle timeout that ran out
+	// before the request was sent (a slow connection) is ErrIdleTimeout
+	// alone: nothing reached the upstream, and a retry is safe. A bridge
+	// that must not send a message twice marks a call that ended so
+	// ErrSentUnanswered.
+	ErrAwaitingAnswer = fmt.Errorf("%w after the request was sent", ErrIdleTimeout)
 )
 
 // Error codes of the e2a.error frames an upstream failure ends a request with.
@@ -215,13 +224,6 @@ func Classify(err error) error {
 	}
 	if errors.Is(err, context.Canceled) || isRuntimeError(err) {
 		return err
-	}
-	if !errors.Is(err, ErrIdleTimeout) && strings.Contains(err.Error(), "net/http: timeout awaiting response headers") {
-		// net/http's Transport.ResponseHeaderTimeout (NewClient's
-		// transport waits the idle timeout so), which has no error of its
-		// own to test for (an SDK may quote it without wrapping it): the
-		// idle timeout's, as headerWait's.
-		err = fmt.Errorf("%w: %w", ErrIdleTimeout, err)
 	}
 	switch {
 	case errors.Is(err, ErrIdleTimeout), errors.Is(err, context.DeadlineExceeded):

@@ -487,7 +487,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 // again, which would start another task each time.
 func (t *turn) unanswered(err error) error {
 	var be *bridge.Error
-	if t.taskID != "" || !errors.Is(err, bridge.ErrIdleTimeout) || !errors.As(err, &be) {
+	if t.answered || !errors.Is(err, bridge.ErrAwaitingAnswer) || !errors.As(err, &be) {
 		return err
 	}
 	e := *be

@@ -25,6 +25,7 @@ type turn struct {
 	u         *Upstream
 	env       *e2a.Envelope
 	w         agent.Writer
+	answered  bool // the agent sent an event of the turn's call (unanswered)
 	taskID    a2a.TaskID
 	contextID string
 	recorded  bool
@@ -86,6 +87,7 @@ type turn struct {
 // request's: it is dropped (foreignEvent), never written as its answer,
 // nor does it change the task the turn records and cancels.
 func (t *turn) event(ctx context.Context, ev a2a.Event) error {
+	t.answered = true
 	if id := eventTask(ev); id != "" && t.taskID != "" && id != t.taskID {
 		t.foreignEvent(ev, id)
 		return nil

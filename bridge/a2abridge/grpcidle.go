@@ -9,76 +9,97 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 )
 
 // grpcIdle bounds the wait for a gRPC agent's answer by the client's idle
-// timeout, as bridge.Client's ResponseHeaderTimeout bounds an HTTP answer's
-// (the gRPC transport does not go through it): a unary call not answered
-// within idle, or a stream whose first message does not come within idle,
-// fails with bridge.ErrIdleTimeout (code upstream_timeout, retryable).
-// Once a stream has delivered, its silences are not bounded, as an A2A
-// answer's body over HTTP is not: an agent may think for long between
-// events.
+// timeout, as bridge.Client bounds an HTTP answer's headers (the gRPC
+// transport does not go through it), with a bridge.IdleWatch: a unary
+// call not answered within idle, or a stream whose first message does not
+// come within idle, fails with bridge.ErrIdleTimeout (code
+// upstream_timeout, retryable), bridge.ErrAwaitingAnswer once gRPC has
+// written the call's message (sentMark; a call still connecting, or
+// waiting for its token, was not sent). Once a stream has delivered, its
+// silences are not bounded, as an A2A answer's body over HTTP is not: an
+// agent may think for long between events.
 func grpcIdle(idle time.Duration) []grpc.DialOption {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		cctx, cancel := context.WithTimeoutCause(ctx, idle, bridge.ErrIdleTimeout)
-		defer cancel()
-		return idleError(ctx, cctx, idle, invoke(cctx, method, req, reply, cc, opts...))
+		cctx, w := bridge.WatchIdle(ctx, idle)
+		defer w.End()
+		err := invoke(context.WithValue(cctx, watchKey{}, w), method, req, reply, cc, opts...)
+		return idleError(ctx, w.Stop(), idle, err)
 	}
 	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, open grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		sctx, cancel := context.WithCancelCause(ctx)
-		s := &idleStream{parent: ctx, ctx: sctx, idle: idle, cancel: cancel}
-		s.timer = time.AfterFunc(idle, func() { cancel(bridge.ErrIdleTimeout) })
-		cs, err := open(sctx, desc, cc, method, opts...)
+		sctx, w := bridge.WatchIdle(ctx, idle)
+		cs, err := open(context.WithValue(sctx, watchKey{}, w), desc, cc, method, opts...)
 		if err != nil {
-			s.stop()
-			return nil, idleError(ctx, sctx, idle, err)
+			cause := w.Stop()
+			w.End()
+			return nil, idleError(ctx, cause, idle, err)
 		}
-		s.ClientStream = cs
-		return s, nil
+		return &idleStream{ClientStream: cs, parent: ctx, idle: idle, w: w}, nil
 	}
-	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream),
+		grpc.WithStatsHandler(sentMark{})}
 }
 
-// idleError is err as bridge.ErrIdleTimeout when the call's context cctx
-// ended for idleness (and the caller's ctx did not end).
-func idleError(ctx, cctx context.Context, idle time.Duration, err error) error {
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), bridge.ErrIdleTimeout) {
-		return fmt.Errorf("%w: nothing from the agent for %v (gRPC)", bridge.ErrIdleTimeout, idle)
+// idleError is err as the watch's cause (bridge.ErrIdleTimeout or
+// bridge.ErrAwaitingAnswer) when the watch ended the call (and the
+// caller's ctx did not end).
+func idleError(ctx context.Context, cause error, idle time.Duration, err error) error {
+	if err != nil && cause != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w: nothing from the agent for %v (gRPC)", cause, idle)
 	}
 	return err
 }
 
+// watchKey is the context key of a gRPC call's bridge.IdleWatch.
+type watchKey struct{}
+
+// sentMark tells a call's IdleWatch its message is sent when gRPC has
+// written it to the connection (the client's stats.OutPayload).
+type sentMark struct{}
+
+var _ stats.Handler = sentMark{}
+
+func (sentMark) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (sentMark) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if p, ok := s.(*stats.OutPayload); ok && p.IsClient() {
+		if w, ok := ctx.Value(watchKey{}).(*bridge.IdleWatch); ok {
+			w.Sent()
+		}
+	}
+}
+
+func (sentMark) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (sentMark) HandleConn(context.Context, stats.ConnStats) {}
+
 // idleStream is a client stream whose context ends when its first message
-// does not arrive within idle.
+// does not arrive within the watch's time.
 type idleStream struct {
 	grpc.ClientStream
-	parent, ctx context.Context
-	idle        time.Duration
-	timer       *time.Timer
-	cancel      context.CancelCauseFunc
+	parent context.Context
+	idle   time.Duration
+	w      *bridge.IdleWatch
 }
 
 func (s *idleStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	if err == nil {
-		s.timer.Stop() // answered: the stream's context stays the caller's
+		s.w.Stop() // answered: the stream's context lives until its end
 		return nil
 	}
-	s.stop()
+	cause := s.w.Stop()
+	s.w.End()
 	if errors.Is(err, io.EOF) {
 		return err
 	}
-	return idleError(s.parent, s.ctx, s.idle, err)
-}
-
-// stop ends the stream's idle watch.
-func (s *idleStream) stop() {
-	s.timer.Stop()
-	s.cancel(nil)
+	return idleError(s.parent, cause, s.idle, err)
 }
 
 // grpcRateLimited makes a gRPC agent's RESOURCE_EXHAUSTED the bridge's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,5 +112,33 @@ func TestTokenEndpointBusy(t *testing.T) {
 				t.Errorf("with the endpoint serving again: %s", a.Final().Body)
 			}
 		})
+	}
+}
+
+// TestGRPCSlowTokenRetried: a gRPC call whose token comes later than the
+// idle timeout was never sent: it is retried (and completes), not taken
+// for a message the agent got and left unanswered (the idle watch began
+// before the per-call credentials asked for the token, and any idle
+// timeout before a first event counted as sent).
+func TestGRPCSlowTokenRetried(t *testing.T) {
+	t.Parallel()
+	srv := up.Start(t, up.Options{Binding: up.GRPC})
+	p := pipetest.Start(t)
+	var slow atomic.Bool
+	ts := bridge.TokenSourceFunc(func() (*oauth2.Token, error) {
+		if slow.CompareAndSwap(true, false) {
+			<-time.After(600 * time.Millisecond) // the token endpoint, slow once
+		}
+		// Tokens within oauth2's expiry margin: each call asks for one.
+		return &oauth2.Token{AccessToken: "grpc-token", TokenType: "Bearer", Expiry: time.Now().Add(5 * time.Second)}, nil
+	})
+	p.Pool("agent", newHandler(t, p, "agent", srv.BaseURL(), bridge.WithIdleTimeout(300*time.Millisecond), bridge.WithTokenSource(ts)))
+	slow.Store(true)
+	a := p.Ask(t, "agent", `{"params":{"text":"stream: hi"}}`)
+	if a.Final().ResponseKind != e2a.KindComplete {
+		t.Errorf("final %s %s; want complete (the message was not sent: a retry is safe)", a.Final().ResponseKind, a.Final().Body)
+	}
+	if n := len(srv.Executions()); n != 1 {
+		t.Errorf("the agent ran the message %d times, want once", n)
 	}
 }

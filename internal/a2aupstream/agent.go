@@ -21,6 +21,8 @@ type emit func(a2a.Event) bool
 func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	text := firstText(ec.Message)
 	name, body := Scenario(text)
+	// late: works SlowInterval first, a continuation's answer too.
+	late := name == Late
 	if ec.StoredTask != nil {
 		name, body = Answer, text
 	}
@@ -30,7 +32,7 @@ func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 	})
 	return func(yield func(a2a.Event, error) bool) {
 		out := emit(func(ev a2a.Event) bool { return yield(ev, nil) })
-		if name == Late {
+		if late {
 			select {
 			case <-time.After(e.s.opts.SlowInterval):
 			case <-ctx.Done():
@@ -38,7 +40,9 @@ func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			case <-e.s.closing:
 				return
 			}
-			name = Stream
+			if name == Late {
+				name = Stream
+			}
 		}
 		if name == Message {
 			m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart(MessageText(body)))

@@ -30,7 +30,7 @@ const (
 	ArtifactMeta = "artifact-meta"
 	// Late: the agent works Options.SlowInterval before its first event
 	// (a stream on the Python wire holds its headers meanwhile), then
-	// answers as Stream.
+	// answers as Stream (a continuation of a task as Answer).
 	Late = "late"
 	Echo = "echo" // anything else
 )

@@ -23,6 +23,7 @@ var sleepAllowed = map[string]string{
 	"agent/sharing_test.go:TestWorkSharingBoundedByConcurrencyAndMaxAckPending": "turns long enough to overlap, so the peak in flight shows the bounds",
 	"agent/writer_test.go:TestCoalescing":                                       "chunks spread over time, for the coalescing linger",
 	"bridge/client_test.go:TestIdleBodyTimer":                                   "inside a testing/synctest bubble: the sleep advances the fake clock",
+	"bridge/idlewatch_test.go:TestIdleWatch":                                    "inside a testing/synctest bubble: the sleep advances the fake clock (a request sent late, a stopped watch)",
 	"cmd/e2a/serveuntil_test.go:TestServeUntilWaitsForEveryAgent":               "inside a testing/synctest bubble: the sleep advances the fake clock (an agent draining)",
 	"deploy/cluster_e2e_test.go:readSSE":                                        "a reconnecting SSE client's delay between attempts, as an EventSource's retry",
 	"egress/cluster_test.go:TestReplayCluster":                                  "readers join at random points of a paced write",
