@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -43,8 +44,8 @@ func TestExtendedCardScopesForm(t *testing.T) {
 		} else {
 			resp, body = do(t, "GET", p.url+ingress.A2AV1Path+"/extendedAgentCard", "", hdr...)
 		}
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s extended card: %d %s", binding, resp.StatusCode, body)
+		if resp.StatusCode != http.StatusOK || !slices.Contains(resp.Header.Values("Vary"), "User-Agent") {
+			t.Fatalf("%s extended card: %d (Vary %q) %s; want 200, Vary: User-Agent", binding, resp.StatusCode, resp.Header.Values("Vary"), body)
 		}
 		if binding != "JSONRPC" {
 			return body

@@ -125,8 +125,12 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		if checkRPC {
 			w = rpcWriter(w, head)
 		}
-		if extendedCardCall(r, head, checkRPC) && !readsBareScopes(r) {
-			w = &protoScopesWriter{passThrough: passThrough{w}, rpc: checkRPC}
+		if extendedCardCall(r, head, checkRPC) {
+			// Its scopes' form is the client's, as the public card's.
+			w.Header().Add("Vary", "User-Agent")
+			if !readsBareScopes(r) {
+				w = &protoScopesWriter{passThrough: passThrough{w}, rpc: checkRPC}
+			}
 		}
 		switch {
 		case b.refuseFinished(w, r, head, !checkRPC):

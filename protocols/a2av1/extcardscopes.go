@@ -12,12 +12,14 @@ const methodGetExtendedCard = "GetExtendedAgentCard"
 
 // extendedCardCall reports whether r (its JSON-RPC head when rpc) asks
 // the extended card: GetExtendedAgentCard over JSON-RPC, GET
-// …/extendedAgentCard over HTTP+JSON (a tenant's too).
+// …/extendedAgentCard over HTTP+JSON (a tenant's too; not the task of
+// that id).
 func extendedCardCall(r *http.Request, head rpcHead, rpc bool) bool {
 	if rpc {
 		return head.Method == methodGetExtendedCard
 	}
-	return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/extendedAgentCard")
+	p := r.URL.Path
+	return r.Method == http.MethodGet && strings.HasSuffix(p, "/extendedAgentCard") && !strings.HasSuffix(p, "/tasks/extendedAgentCard")
 }
 
 // protoScopesWriter passes the SDK's answer to an extended card call
