@@ -264,25 +264,46 @@ type headerWait struct {
 }
 
 func (t headerWait) RoundTrip(r *http.Request) (*http.Response, error) {
-	ctx, w := WatchIdle(r.Context(), t.d)
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
-		if i.Err == nil {
-			w.Sent()
-		}
-	}})
-	resp, err := t.rt.RoundTrip(r.WithContext(ctx))
-	if cause := w.Stop(); cause != nil {
+	c := new(watchedCall) // one allocation for the call's watch, trace and body
+	ctx := c.start(r.Context(), t.d)
+	c.trace.WroteRequest = c.wrote
+	resp, err := t.rt.RoundTrip(r.WithContext(httptrace.WithClientTrace(ctx, &c.trace)))
+	if cause := c.Stop(); cause != nil {
 		if err == nil {
 			_ = resp.Body.Close()
 		}
+		c.End()
 		return nil, fmt.Errorf("%w: no answer within %v", cause, t.d)
 	}
 	if err != nil {
-		w.End()
+		c.End()
 		return nil, err
 	}
-	resp.Body = cancelOnClose{resp.Body, w.End}
+	c.body, resp.Body = resp.Body, c
 	return resp, nil
+}
+
+// watchedCall is a call headerWait watches: its IdleWatch, the trace
+// that tells it the request was sent, and, once the answer has begun, the
+// answer's body, whose Close ends the call's context.
+type watchedCall struct {
+	IdleWatch
+	trace httptrace.ClientTrace
+	body  io.ReadCloser
+}
+
+func (c *watchedCall) wrote(i httptrace.WroteRequestInfo) {
+	if i.Err == nil {
+		c.Sent()
+	}
+}
+
+func (c *watchedCall) Read(p []byte) (int, error) { return c.body.Read(p) }
+
+func (c *watchedCall) Close() error {
+	err := c.body.Close()
+	c.End()
+	return err
 }
 
 // cancelOnClose ends a call's context when its body is closed.

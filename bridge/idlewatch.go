@@ -27,12 +27,19 @@ type IdleWatch struct {
 // WatchIdle starts a watch of d over a call made with the context it
 // returns (derived from ctx). Stop, then End, end it.
 func WatchIdle(ctx context.Context, d time.Duration) (context.Context, *IdleWatch) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	w := &IdleWatch{d: d, cancel: cancel}
+	w := new(IdleWatch)
+	return w.start(ctx, d), w
+}
+
+// start begins the watch w (a zero IdleWatch) of d over a call made with
+// the context it returns.
+func (w *IdleWatch) start(ctx context.Context, d time.Duration) context.Context {
+	ctx, w.cancel = context.WithCancelCause(ctx)
+	w.d = d
 	w.mu.Lock()
 	w.timer = time.AfterFunc(d, w.fire)
 	w.mu.Unlock()
-	return ctx, w
+	return ctx
 }
 
 // fire ends the call's context, unless the watch stopped first:
