@@ -357,7 +357,8 @@ func (s *Server) ownedRecord(ctx context.Context, p Principal, kind, id string, 
 // principal, whose requests alone are the record's (host.Session.Owns), is
 // none with authentication off (every request is the one principal's).
 func (p Principal) session(rec *TaskRecord) host.Session {
-	s := host.Session{ID: rec.ID, Protocol: rec.Protocol, Pool: rec.Pool, Principal: rec.Principal, Writers: rec.Writers, RequestIDs: rec.RequestIDs}
+	s := host.Session{ID: rec.ID, Protocol: rec.Protocol, Pool: rec.Pool, Principal: rec.Principal, Writers: rec.Writers,
+		RequestIDs: rec.RequestIDs, Dropped: rec.Dropped}
 	if p.Open {
 		s.Principal = ""
 	}

@@ -27,7 +27,9 @@ import (
 var ErrTaskNotFound = errors.New("ingress: task not found")
 
 // MaxRequestsPerTask bounds the request ids kept per task record; the
-// oldest are dropped first (their frames stay in the streams for audit).
+// oldest are dropped first (TaskRecord.Dropped counts them: a task read
+// then says its history is not whole; their requests stay in the streams
+// and the audit copy, where `e2a replay` finds them).
 const MaxRequestsPerTask = 256
 
 // TaskRecord maps an A2A/AgentVault task or an ACP session onto the requests
@@ -56,6 +58,9 @@ type TaskRecord struct {
 	// turns.
 	Owner      string   `json:"owner,omitempty"`
 	RequestIDs []string `json:"request_ids"`
+	// Dropped counts the oldest requests no longer in RequestIDs (past
+	// MaxRequestsPerTask).
+	Dropped int `json:"dropped,omitempty"`
 	// Writers are the other principals whose turns the record lists (an
 	// admin's answer or cancel of the principal's task): their requests are
 	// the record's too once only their frames are left to tell their author
@@ -555,8 +560,9 @@ func (cond turnCond) addTurn(kind string, rec *TaskRecord, key, requestID, conte
 	if cond.cancel {
 		rec.CancelTurn = requestID
 	}
-	if len(rec.RequestIDs) > MaxRequestsPerTask {
-		rec.RequestIDs = rec.RequestIDs[len(rec.RequestIDs)-MaxRequestsPerTask:]
+	if n := len(rec.RequestIDs) - MaxRequestsPerTask; n > 0 {
+		rec.RequestIDs = rec.RequestIDs[n:]
+		rec.Dropped += n
 	}
 	if rec.ContextID == "" {
 		rec.ContextID = contextID

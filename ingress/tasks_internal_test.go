@@ -356,3 +356,32 @@ func TestTurnOwnerOfAnAdminsTask(t *testing.T) {
 		t.Errorf("a session's turn's owner %q, want bob", got)
 	}
 }
+
+// TestRecordDropsOldestCounted: a task of more turns than the record
+// keeps lists the newest MaxRequestsPerTask and counts those it dropped
+// (TaskRecord.Dropped, host.Session.Dropped), so that a read of it says
+// its history is not whole (MetaHistoryExpired) instead of leaving the
+// oldest turns out silently.
+func TestRecordDropsOldestCounted(t *testing.T) {
+	ctx := context.Background()
+	ts, _ := newTaskStore(t)
+	alice := tenant.Principal{ID: "alice"}
+	base := TaskRecord{ID: "long-task", Protocol: "a2a", Pool: "demo", Principal: "alice"}
+	const n = MaxRequestsPerTask + 4
+	for i := range n {
+		if _, err := ts.Append(ctx, KindTask, base, fmt.Sprintf("turn-%03d", i), alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := ts.Get(ctx, KindTask, "long-task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.RequestIDs) != MaxRequestsPerTask || rec.RequestIDs[0] != "turn-004" || rec.Dropped != 4 {
+		t.Fatalf("record of %d turns: %d listed from %s, %d dropped; want %d from turn-004, 4 dropped",
+			n, len(rec.RequestIDs), rec.RequestIDs[0], rec.Dropped, MaxRequestsPerTask)
+	}
+	if s := (Principal{UserID: "alice"}).session(rec); s.Dropped != 4 {
+		t.Errorf("the record's session: %d dropped, want 4", s.Dropped)
+	}
+}

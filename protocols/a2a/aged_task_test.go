@@ -67,6 +67,13 @@ func TestTaskWithAgedOutTurns(t *testing.T) {
 	if err != nil || whole.Metadata[MetaHistoryExpired] != nil {
 		t.Fatalf("tasks/get with every frame stored: %v, metadata %v", err, whole.Metadata)
 	}
+	// A record that dropped its oldest turns (more than it keeps): the
+	// task read from those it lists says it is not whole.
+	dropped := *task
+	dropped.Dropped = 3
+	if d, err := ans.A2ATaskOf(ctx, &dropped, nil); err != nil || d.Metadata[MetaHistoryExpired] != true {
+		t.Errorf("tasks/get of a record that dropped 3 turns: %v, metadata %v; want %s: true", err, d.Metadata, MetaHistoryExpired)
+	}
 	// Turn 1's frames and turn 2's first three age out; its final frame stays.
 	natstest.PurgeBelowLast(t, js, streams.ResponsesStream)
 	got, err := ans.A2ATaskOf(ctx, task, nil)

@@ -34,8 +34,10 @@ type A2AParams = a2amap.Params
 // whose frames aged out of the hot retention (E2A_RESPONSES) while the
 // task's record and envelopes stayed: a turn whose frames all aged out is
 // left out of it, one whose first frames did is rebuilt from those that
-// remain (egress.StoredRequest.FramesExpired). The whole history is
-// in the audit copy (`e2a replay <request id>`).
+// remain (egress.StoredRequest.FramesExpired); and of a task with more
+// turns than its record keeps (host.Session.Dropped: the oldest left
+// out). The whole history is in the audit copy (`e2a replay <request
+// id>`).
 const MetaHistoryExpired = "e2a_history_expired"
 
 // ErrHistoryAgedOut reports a task of which nothing can be read any more:
@@ -174,6 +176,7 @@ func (a Answers) loadMarked(ctx context.Context, t *host.Task) (reqs []egress.St
 	if err != nil {
 		return nil, false, err
 	}
+	expired = t.Dropped > 0
 	for _, rq := range all {
 		expired = expired || rq.FramesExpired
 		if !rq.FramesExpired || len(rq.Frames) > 0 {

@@ -165,6 +165,9 @@ type Session struct {
 	Writers []string
 	// RequestIDs are its requests, oldest first.
 	RequestIDs []string
+	// Dropped counts its oldest requests no longer listed (the record
+	// keeps the newest 256): a read of it is not whole, and says so.
+	Dropped int
 	// CancelBefore, of the session a session/cancel marked
 	// ([SessionCanceler]), is when that cancel was received: its
 	// [Canceler.CancelTurns] leaves running a turn received at or after it
