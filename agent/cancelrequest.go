@@ -31,6 +31,18 @@ type RequestCanceller interface {
 // CancelRequestTimeout bounds a RequestCanceller's CancelRequest call.
 const CancelRequestTimeout = 5 * time.Second
 
+// StopGrace bounds how long a request of a task or a session (its
+// envelope's task_id or session_id) cancelled, or past its deadline, while
+// its handler runs waits for the handler to return before the runtime
+// writes its final frame (e2a.error cancelled or deadline_exceeded); any
+// other request ends at once. A later turn of its task or session starts
+// once that frame is stored, so a handler that returns within StopGrace of its
+// context's end (a bridge forwarding the cancel upstream, a handler
+// cleaning up) never runs beside the next turn. One that takes longer is
+// logged, and the frame written: the next turn may then start while it
+// runs.
+const StopGrace = 5 * time.Second
+
 // cancelRequest tells a RequestCanceller handler that d, a redelivery, was
 // cancelled or past its deadline at its pick-up (see RequestCanceller); a
 // first delivery is not told.

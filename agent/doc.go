@@ -108,7 +108,12 @@
 //     are never delivered. A named request not stored is waited for until
 //     15 s after this one was stored (its publish may still be in flight),
 //     then not; one of the pool acknowledged with no frame left (its frames
-//     aged out) is not waited for.
+//     aged out) is not waited for. A request of a task or a session
+//     cancelled, or past its deadline, while its handler runs gets its
+//     final frame once the handler has returned, at most [StopGrace]
+//     after (the writer refuses
+//     its writes from the cancel on), so the next turn never starts beside
+//     a handler still cleaning up; one that takes longer is logged.
 //   - A handler's panic or error becomes a final e2a.error; the process keeps
 //     serving. A handler goroutine ended by runtime.Goexit counts as a panic.
 //     A final frame of the runtime refused before publishing (an

@@ -20,6 +20,7 @@ var (
 	WithBeforeBurst   = withBeforeBurst
 	WithEnqueueWait   = withEnqueueWait
 	WithTurnHeld      = withTurnHeld
+	WithStopGrace     = withStopGrace
 )
 
 // PublishRaw publishes data as frame seq of requestID with the writer's

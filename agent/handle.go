@@ -108,7 +108,7 @@ func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 			// Cancelled, or past its deadline, before it was picked up:
 			// it ends after the turn before it, as it would have run.
 			if held := w.holdUnrun(d, r, chain); held != nil {
-				out, _ := w.stopped(r, held, d.log, func() {})
+				out, _ := w.stopped(r, held, d.log, func(time.Duration) bool { return true }, 0)
 				return out
 			}
 		}
@@ -356,20 +356,39 @@ func (w *worker) runHandler(d *delivery, r *request, hctx context.Context) strin
 		returned = true
 	case <-hctx.Done():
 	}
-	wait := func() {
-		if !returned {
-			select {
-			case <-done:
-			case <-w.hardStop:
-			}
+	// wait waits for the handler to return (or the process's hard
+	// stop), at most bound when bound > 0, and reports whether it did.
+	wait := func(bound time.Duration) bool {
+		if returned {
+			return true
 		}
+		var limit <-chan time.Time
+		if bound > 0 {
+			t := time.NewTimer(bound)
+			defer t.Stop()
+			limit = t.C
+		}
+		select {
+		case <-done:
+			returned = true
+		case <-w.hardStop:
+		case <-limit:
+		}
+		return returned
+	}
+	// A request a later turn may follow (one of a task or a session)
+	// ends once its handler has returned (at most the stop grace later),
+	// another at once.
+	grace := time.Duration(0)
+	if d.env.TaskID != "" || d.env.SessionID != "" {
+		grace = w.cfg.stopGrace
 	}
 	if hctx.Err() != nil {
-		if out, ok := w.stopped(r, hctx, d.log, wait); ok {
+		if out, ok := w.stopped(r, hctx, d.log, wait, grace); ok {
 			return out
 		}
 	}
-	wait()
+	wait(0)
 	// The handler returned: its writes end here (a goroutine it left
 	// writing is refused, as after a cancel: nothing may follow the final
 	// frame the runtime writes now), then what it left unwritten is.
@@ -416,43 +435,56 @@ func handlerErrorFinal(herr error, log *reqLogger) frame {
 }
 
 // stopped ends r, whose context hctx is done, by the cause: a cancel or
-// the deadline writes the final frame, a shutdown hands r back, a
-// writer's failure (fenced, the connection lost) settles it; wait waits
-// for the handler. ok is false for a context cancelled without a cause of
-// the runtime's: the caller goes on as if the handler returned.
-func (w *worker) stopped(r *request, hctx context.Context, log *reqLogger, wait func()) (outcome string, ok bool) {
+// the deadline writes the final frame, once the handler has returned when
+// grace > 0 (at most grace later: a later turn starts after that frame), a
+// shutdown hands r back, a writer's failure (fenced, the connection lost)
+// settles it; wait waits for the handler (at most its bound when > 0).
+// ok is false for a context cancelled without a cause of the runtime's:
+// the caller goes on as if the handler returned.
+func (w *worker) stopped(r *request, hctx context.Context, log *reqLogger, wait func(bound time.Duration) bool, grace time.Duration) (outcome string, ok bool) {
 	wr := r.wr
 	cause := context.Cause(hctx)
 	switch {
-	case errors.Is(cause, ErrCancelled):
+	case errors.Is(cause, ErrCancelled), errors.Is(cause, ErrDeadlineExceeded):
 		wr.close(ErrWriterClosed, false)
-		out := w.end(r, cancelFrame(), log)
-		wait()
-		return out, true
-	case errors.Is(cause, ErrDeadlineExceeded):
-		wr.close(ErrWriterClosed, false)
-		out := w.end(r, deadlineFrame(), log)
-		wait()
+		f := cancelFrame()
+		if errors.Is(cause, ErrDeadlineExceeded) {
+			f = deadlineFrame()
+		}
+		if grace > 0 {
+			w.graceStop(wait, grace, log)
+		}
+		out := w.end(r, f, log)
+		wait(0)
 		return out, true
 	case errors.Is(cause, ErrShutdown):
 		wr.close(ErrShutdown, true)
 		if final, _, _, _, _ := wr.state(); final {
 			out := w.settle(r, nil, log)
-			wait()
+			wait(0)
 			return out, true
 		}
 		w.unregister(r)
 		_ = r.msg.Nak()
-		wait()
+		wait(0)
 		return OutcomeHandedBack, true
 	case cause != nil && !errors.Is(cause, context.Canceled):
 		// Fenced or the connection lost: the writer failed.
 		wr.close(cause, true)
 		out := w.settle(r, cause, log)
-		wait()
+		wait(0)
 		return out, true
 	}
 	return "", false
+}
+
+// graceStop waits for a stopped request's handler to return, at most
+// grace (StopGrace), and logs one that did not.
+func (w *worker) graceStop(wait func(bound time.Duration) bool, grace time.Duration, log *reqLogger) {
+	if !wait(grace) {
+		log.get().Warn("the handler did not return within the stop grace of its request's end; the final frame is "+
+			"written with it still running (a later turn of its task may start beside it)", "grace", grace)
+	}
 }
 
 // end writes f as the final frame unless one exists, then settles.

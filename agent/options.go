@@ -60,6 +60,9 @@ type config struct {
 	// (cancelled, past its deadline) starts waiting for the turn before
 	// it to end (holdUnrun).
 	turnHeld func(id string)
+	// stopGrace: how long a cancelled or timed-out request waits for its
+	// handler to return before its final frame (StopGrace).
+	stopGrace time.Duration
 }
 
 func defaultConfig() config {
@@ -75,6 +78,7 @@ func defaultConfig() config {
 		fetchWait:      time.Second,
 		provision:      true,
 		staleMargin:    staleCancelMargin,
+		stopGrace:      StopGrace,
 	}
 }
 
@@ -300,6 +304,15 @@ func withEnqueueWait(f func(id string)) Option {
 func withTurnHeld(f func(id string)) Option {
 	return func(c *config) error {
 		c.turnHeld = f
+		return nil
+	}
+}
+
+// withStopGrace sets how long a cancelled or timed-out request waits for
+// its handler to return before its final frame (tests; StopGrace).
+func withStopGrace(d time.Duration) Option {
+	return func(c *config) error {
+		c.stopGrace = d
 		return nil
 	}
 }

@@ -123,10 +123,10 @@ func (w *worker) awaitTurn(hctx context.Context, d *delivery, r *request, chain 
 	}
 	if cause := context.Cause(hctx); errors.Is(cause, ErrCancelled) || errors.Is(cause, ErrDeadlineExceeded) {
 		if held := w.holdUnrun(d, r, chain); held != nil {
-			return w.stopped(r, held, d.log, func() {})
+			return w.stopped(r, held, d.log, func(time.Duration) bool { return true }, 0)
 		}
 	}
-	return w.stopped(r, hctx, d.log, func() {})
+	return w.stopped(r, hctx, d.log, func(time.Duration) bool { return true }, 0)
 }
 
 // holdUnrun keeps the turn r, ended before its handler ran (cancelled, or

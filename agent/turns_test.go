@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,6 +142,79 @@ func TestTurnAfterCancelledTurn(t *testing.T) {
 	fr2 := waitFinal(t, s.nc, "canc-turn-2", 10*time.Second)
 	if last := fr2[len(fr2)-1]; last.Status != e2a.StatusSucceeded {
 		t.Fatalf("turn 2 final %+v", last)
+	}
+}
+
+// A turn of a task cancelled, or past its deadline, while its handler
+// runs ends once the handler has returned (it cleans up for 400 ms: a bridge
+// forwarding the cancel upstream), so the later turn's handler never
+// starts beside it; before, the final frame was written at once and the
+// next turn ran while the handler still did. A handler that does not
+// return within the stop grace has its request ended anyway (the next
+// turn then runs).
+func TestTurnAfterStoppedTurnWaitsForItsHandler(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	var running sync.Map // turn id → its handler runs
+	sawRunning := make(chan bool, 4)
+	started := make(chan string, 4)
+	release := make(chan struct{})
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		first, _ := env.Params["first"].(string)
+		if first == "" {
+			running.Store(env.RequestID, true)
+			defer running.Delete(env.RequestID)
+			started <- env.RequestID
+			<-ctx.Done()
+			if env.Params["ignores"] == true {
+				<-release // past the grace
+			} else {
+				<-time.After(400 * time.Millisecond) // cleaning up
+			}
+			return context.Cause(ctx)
+		}
+		_, busy := running.Load(first)
+		sawRunning <- busy
+		return w.Complete("ran")
+	})
+	startWorker(t, s.connect(t), "sturns", h, agent.WithConcurrency(4), agent.WithStopGrace(time.Second))
+	t.Cleanup(func() { close(release) }) // before the worker stops
+	waitConsumer(t, s.js, "sturns")
+	cancel := func(id string) { _, _ = agent.Cancel(tctx(t), s.js, id) }
+	for _, c := range []struct {
+		name   string
+		params map[string]any
+		stop   func(id string) // nil: a deadline
+		code   string
+		busy   bool
+	}{
+		{"cancelled", nil, cancel, e2a.ErrCodeCancelled, false},
+		{"deadline", nil, nil, e2a.ErrCodeDeadlineExceeded, false},
+		{"past the grace", map[string]any{"ignores": true}, cancel, e2a.ErrCodeCancelled, true},
+	} {
+		one, two := "stop-"+c.name+"-1", "stop-"+c.name+"-2"
+		env, next := request(one, c.params), request(two, map[string]any{"first": one})
+		env.TaskID, next.TaskID = "task-"+c.name, "task-"+c.name // turns of a task
+		if c.stop == nil {
+			env.Deadline = e2a.FormatTime(time.Now().Add(3 * time.Second))
+		}
+		publish(t, s.js, "sturns", env)
+		publishAfter(t, s.js, "sturns", next, one)
+		waitPending(t, s.js, "sturns", 2)
+		if id := testkit.Receive(t, started, 10*time.Second, "turn 1's handler started"); id != one {
+			t.Fatalf("%s: handler of %s started, want %s", c.name, id, one)
+		}
+		if c.stop != nil {
+			c.stop(one)
+		}
+		fr1 := waitFinal(t, s.nc, one, 10*time.Second)
+		if e, _ := fr1[len(fr1)-1].Error(); e.Code != c.code {
+			t.Fatalf("%s: turn 1 final %+v, want %s", c.name, fr1[len(fr1)-1], c.code)
+		}
+		waitFinal(t, s.nc, two, 10*time.Second)
+		if got := testkit.Receive(t, sawRunning, 10*time.Second, "turn 2 ran"); got != c.busy {
+			t.Errorf("%s: turn 2 started with turn 1's handler running: %v, want %v", c.name, got, c.busy)
+		}
 	}
 }
 
