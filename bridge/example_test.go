@@ -242,3 +242,17 @@ func ExampleUserText() {
 	// </context>
 	// [README](file:///README.md)
 }
+
+// WatchIdle bounds how long a call of a transport of its own waits for
+// its answer, telling a request never sent (a retry is safe) from one sent
+// and not answered (the upstream may be acting on it): the bridges' HTTP
+// client watches every call so, the A2A bridge its gRPC calls.
+func ExampleWatchIdle() {
+	ctx, w := bridge.WatchIdle(context.Background(), 50*time.Millisecond)
+	defer w.End()
+	w.Sent() // the request is written: the answer gets the idle timeout from now
+	<-ctx.Done()
+	cause := context.Cause(ctx)
+	fmt.Println(cause == bridge.ErrAwaitingAnswer, errors.Is(cause, bridge.ErrIdleTimeout), w.Stop() == cause)
+	// Output: true true true
+}
