@@ -31,6 +31,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -124,9 +125,8 @@ func testCardGoldenAuth(t *testing.T) {
 	a, err := ingress.NewAuth(&ingress.AuthConfig{Schemes: []string{ingress.SchemeNone, "apiKey", "bearer", "oauth2"},
 		APIKeys:      []ingress.Credential{{Principal: "alice", Secret: testKey}, {Principal: "bob", Secret: bobKey}},
 		BearerTokens: []ingress.Credential{{Principal: "ci", Secret: "tok_ci_0123456789abcdef0123"}},
-		OAuth2: ingress.OAuth2Config{SigningKey: "0123456789abcdef0123456789abcdef", RequiredScope: "agents",
-			Clients: []ingress.OAuth2Client{{ClientID: "svc", ClientSecret: "cs_svc_0123456789abcdef", Scopes: []string{"agents"}}}},
-		Roles: map[string][]string{"bob": {"audit"}}})
+		OAuth2:       pipetest.OAuth2(),
+		Roles:        map[string][]string{"bob": {"audit"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
 // TestExtendedCardScopesForm: the extended card over JSON-RPC and
@@ -22,14 +23,7 @@ import (
 // lists the Go SDK reads. The JSON-RPC answer keeps the call's id. The
 // SDK's server wrote the bare lists to every client before.
 func TestExtendedCardScopesForm(t *testing.T) {
-	a, err := ingress.NewAuth(&ingress.AuthConfig{Schemes: []string{"apiKey", "oauth2"},
-		APIKeys: []ingress.Credential{{Principal: "alice", Secret: testKey}},
-		OAuth2: ingress.OAuth2Config{SigningKey: "0123456789abcdef0123456789abcdef", RequiredScope: "agents",
-			Clients: []ingress.OAuth2Client{{ClientID: "svc", ClientSecret: "cs_svc_0123456789abcdef", Scopes: []string{"agents"}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startPipelineWith(t, ingress.WithAuth(a))
+	p := startPipelineWith(t, ingress.WithAuth(pipetest.KeyAndOAuth(t, map[string]string{"alice": testKey})))
 	const call = `{"jsonrpc":"2.0","id":"ext-7","method":"GetExtendedAgentCard","params":{}}`
 	read := func(t *testing.T, binding, agent string) []byte {
 		t.Helper()

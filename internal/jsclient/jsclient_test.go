@@ -148,14 +148,7 @@ const aliceKey = "key_alice_0123456789abcdef"
 // the scope agents.
 func keyAndOAuth(t *testing.T) *ingress.Auth {
 	t.Helper()
-	a, err := ingress.NewAuth(&ingress.AuthConfig{Schemes: []string{"apiKey", "oauth2"},
-		APIKeys: []ingress.Credential{{Principal: "alice", Secret: aliceKey}},
-		OAuth2: ingress.OAuth2Config{SigningKey: "0123456789abcdef0123456789abcdef", RequiredScope: "agents",
-			Clients: []ingress.OAuth2Client{{ClientID: "svc", ClientSecret: "cs_svc_0123456789abcdef", Scopes: []string{"agents"}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return pipetest.KeyAndOAuth(t, map[string]string{"alice": aliceKey})
 }
 
 // checkScopes checks the card s read has keyAndOAuth's requirements whole.

@@ -129,7 +129,7 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			// Its scopes' form is the client's, as the public card's.
 			w.Header().Add("Vary", "User-Agent")
 			if !readsBareScopes(r) {
-				w = &protoScopesWriter{passThrough: passThrough{w}, rpc: checkRPC}
+				w = newProtoScopesWriter(w, checkRPC)
 			}
 		}
 		switch {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/e2a-pipeline/pipeline/internal/obs"
 )
 
 // methodGetExtendedCard is the JSON-RPC method of the extended card.
@@ -32,29 +34,27 @@ func extendedCardCall(r *http.Request, head rpcHead, rpc bool) bool {
 // (idWriter reads them); the SDK writes an answer in one Write (its
 // encoder's). Anything it cannot read goes through untouched.
 type protoScopesWriter struct {
-	passThrough
-	rpc    bool
-	status int
-	seen   bool
+	obs.StatusWriter // the status written
+	rpc              bool
+	seen             bool
 }
 
-func (w *protoScopesWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
+// newProtoScopesWriter is a protoScopesWriter over w (rpc: the answer is
+// a JSON-RPC response).
+func newProtoScopesWriter(w http.ResponseWriter, rpc bool) *protoScopesWriter {
+	return &protoScopesWriter{StatusWriter: obs.StatusWriter{ResponseWriter: w}, rpc: rpc}
 }
 
 func (w *protoScopesWriter) Write(b []byte) (int, error) {
-	if w.seen || (w.status != 0 && w.status != http.StatusOK) {
-		return w.ResponseWriter.Write(b)
+	if w.seen || (w.Code != 0 && w.Code != http.StatusOK) {
+		return w.StatusWriter.Write(b)
 	}
 	w.seen = true
 	out, ok := protoScopesAnswer(b, w.rpc)
 	if !ok {
-		return w.ResponseWriter.Write(b)
+		return w.StatusWriter.Write(b)
 	}
-	if _, err := w.ResponseWriter.Write(out); err != nil {
+	if _, err := w.StatusWriter.Write(out); err != nil {
 		return 0, err
 	}
 	return len(b), nil
