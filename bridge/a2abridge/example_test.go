@@ -162,3 +162,24 @@ func Example() {
 	// result: [text upstream_context_id upstream_task_id], text: Paris is the capital of France.
 	// Run: <nil>
 }
+
+// ExampleClientCredentialsOf reads where a client of an agent behind
+// OAuth 2.0 asks for its tokens, and for which scopes, from the agent's
+// card: what `e2a agent --a2a URL` does when only the client's id and
+// secret are given.
+func ExampleClientCredentialsOf() {
+	card := &a2a.AgentCard{
+		Name: "travel",
+		SecuritySchemes: a2a.NamedSecuritySchemes{"corp": a2a.OAuth2SecurityScheme{
+			Flows: a2a.ClientCredentialsOAuthFlow{TokenURL: "https://idp.example.com/oauth/token",
+				Scopes: map[string]string{"agents": "call the agent"}}}},
+		SecurityRequirements: a2a.SecurityRequirementsOptions{{"corp": {"agents"}}},
+	}
+	cc, err := a2abridge.ClientCredentialsOf(card)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cc.Scheme, cc.TokenURL, cc.Scopes)
+	// Output: corp https://idp.example.com/oauth/token [agents]
+}

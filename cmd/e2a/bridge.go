@@ -163,6 +163,9 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err := bridge.CheckOptions(opts...); err != nil {
 		return nil, err
 	}
+	if u, err = tokenFromCard(ctx, u, headers, log); err != nil {
+		return nil, err
+	}
 	client, err := upstreamClient(u, headers)
 	if err != nil {
 		return nil, err
@@ -184,21 +187,8 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	var readCard cardReader
 	switch u.Kind {
 	case upstreamOpenAI:
-		opts := []openai.Option{openai.WithHistory(pool, conv), openai.WithLogger(log)}
-		if u.System != "" {
-			opts = append(opts, openai.WithSystem(u.System))
-		}
-		if params != nil {
-			opts = append(opts, openai.WithParams(params))
-		}
-		if u.ThinkOpen {
-			opts = append(opts, openai.WithThinkOpen())
-		}
-		if up, err = openai.New(client, u.Model, opts...); err != nil {
+		if up, err = newOpenAI(client, conv, pool, u, params, &info, log); err != nil {
 			return nil, err
-		}
-		if info.Description == "" {
-			info.Description = "The model " + u.Model + " behind the E2A Pipeline: multi-turn from the pipeline's durable history."
 		}
 	default:
 		up, readCard, err = newUpstream(ctx, client, conv, pool, u, &info, log)
@@ -238,6 +228,26 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	}
 	log.Info("bridge", "pool", pool, "upstream", up.Name(), "url", client.Location(), "credentials_used", used)
 	return bridge.New(pool, up, opts...)
+}
+
+// newOpenAI is the upstream of an --openai pool: the model u.Model of
+// client, multi-turn from the pool's conversations (conv), with u's
+// system prompt and params; info gets its description unless configured.
+func newOpenAI(client *bridge.Client, conv *bridge.Conversations, pool string, u UpstreamConfig, params map[string]any, info *bridge.PoolInfo, log *slog.Logger) (bridge.Upstream, error) {
+	opts := []openai.Option{openai.WithHistory(pool, conv), openai.WithLogger(log)}
+	if u.System != "" {
+		opts = append(opts, openai.WithSystem(u.System))
+	}
+	if params != nil {
+		opts = append(opts, openai.WithParams(params))
+	}
+	if u.ThinkOpen {
+		opts = append(opts, openai.WithThinkOpen())
+	}
+	if info.Description == "" {
+		info.Description = "The model " + u.Model + " behind the E2A Pipeline: multi-turn from the pipeline's durable history."
+	}
+	return openai.New(client, u.Model, opts...)
 }
 
 // upstreamParams reads E2A_UPSTREAM_PARAMS, the request members an

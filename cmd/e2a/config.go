@@ -500,7 +500,8 @@ type UpstreamConfig struct {
 	// AllowedHosts are the hosts besides the configured URL's on which an
 	// A2A upstream's card may name the interface the bridge calls, with
 	// the credentials (comma-separated hostnames, any port, or host:port;
-	// a2abridge.WithAllowedHosts): an interface elsewhere is not used.
+	// a2abridge.WithAllowedHosts): an interface elsewhere is not used;
+	// nor is a token endpoint the card names elsewhere (OAuthTokenURL).
 	AllowedHosts string `envconfig:"E2A_UPSTREAM_ALLOWED_HOSTS"`
 	// InputModes are the media types (comma-separated) the A2A doors take
 	// in a file part to the pool, listed on its card (set by
@@ -528,6 +529,9 @@ type UpstreamConfig struct {
 	// (space- or comma-separated) and OAuthAudience (the audience
 	// parameter some providers ask for) go with the grant. The secret is
 	// sent to the token endpoint only: https, or http on this machine.
+	// For an A2A upstream OAuthTokenURL may be left out: the agent card's
+	// client-credentials flow names it, and the scopes unless OAuthScopes
+	// is set (tokenFromCard), on the agent's host or one of AllowedHosts.
 	OAuthTokenURL     string `envconfig:"E2A_UPSTREAM_OAUTH_TOKEN_URL"`
 	OAuthClientID     string `envconfig:"E2A_UPSTREAM_OAUTH_CLIENT_ID"`
 	OAuthClientSecret string `envconfig:"E2A_UPSTREAM_OAUTH_CLIENT_SECRET"`

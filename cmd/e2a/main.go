@@ -153,7 +153,9 @@ var helps = map[string]commandHelp{
   E2A_UPSTREAM_OAUTH_TOKEN_URL, E2A_UPSTREAM_OAUTH_CLIENT_ID, E2A_UPSTREAM_OAUTH_CLIENT_SECRET
                             bearer tokens from an OAuth 2.0 token endpoint (client-credentials grant),
                             asked again before they expire, instead of a fixed key; with
-                            E2A_UPSTREAM_OAUTH_SCOPES and E2A_UPSTREAM_OAUTH_AUDIENCE (never logged)
+                            E2A_UPSTREAM_OAUTH_SCOPES and E2A_UPSTREAM_OAUTH_AUDIENCE (never logged); for an
+                            A2A agent, without _TOKEN_URL: the endpoint and scopes its card's client-credentials
+                            flow names (on its host or one of E2A_UPSTREAM_ALLOWED_HOSTS)
   E2A_UPSTREAM_CONNECT_TIMEOUT (5s), E2A_UPSTREAM_IDLE_TIMEOUT (60s), E2A_UPSTREAM_MAX_IN_FLIGHT (64),
   E2A_UPSTREAM_RETRIES (3), E2A_UPSTREAM_RETRY_BASE (200ms), E2A_UPSTREAM_RETRY_MAX (10s)
                             timeouts, bound and retries (retried only before the first frame)
@@ -168,7 +170,8 @@ var helps = map[string]commandHelp{
                             can name) and the client certificate for one that asks for it (mutual TLS)
   E2A_UPSTREAM_ALLOWED_HOSTS
                             hosts (comma-separated, host or host:port) besides the URL's own where an A2A
-                            upstream's card may put the interface called with the credentials (default: none)
+                            upstream's card may put the interface called with the credentials, or the OAuth
+                            token endpoint the client's credentials go to (default: none)
   E2A_UPSTREAM_INPUT_MODES  media types an A2A file part to the pool may have, as --input-modes gives them
                             (the flag wins; default: an A2A upstream's own card's, else text/plain,application/json)
   E2A_UPSTREAM_PARAMS       with --openai: a JSON object of request members sent with every call

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
 )
 
 // oauthVars are the variables of the client-credentials grant that go
@@ -41,18 +44,17 @@ func (u UpstreamConfig) tokenOption(headers map[string]string) (bridge.ClientOpt
 		return nil, nil
 	}
 	if u.OAuthTokenURL == "" || u.OAuthClientID == "" || u.OAuthClientSecret == "" {
+		if u.Kind == upstreamA2A {
+			return nil, fmt.Errorf("%s go together (the client-credentials grant needs all three; "+
+				"for an A2A agent whose card names its token endpoint, the client's two are enough)", oauthVars)
+		}
 		return nil, fmt.Errorf("%s go together (the client-credentials grant needs all three)", oauthVars)
 	}
 	if err := tokenURLOK(u.OAuthTokenURL); err != nil {
 		return nil, fmt.Errorf("E2A_UPSTREAM_OAUTH_TOKEN_URL: %w", err)
 	}
-	if u.APIKey != "" {
-		return nil, fmt.Errorf("E2A_UPSTREAM_API_KEY and E2A_UPSTREAM_OAUTH_* cannot go together: each would be the calls' Authorization")
-	}
-	for k := range headers {
-		if http.CanonicalHeaderKey(k) == "Authorization" {
-			return nil, fmt.Errorf("an Authorization header in E2A_UPSTREAM_HEADERS and E2A_UPSTREAM_OAUTH_* cannot go together")
-		}
+	if err := oauthAlone(u, headers); err != nil {
+		return nil, err
 	}
 	cfg := &clientcredentials.Config{ClientID: u.OAuthClientID, ClientSecret: u.OAuthClientSecret, TokenURL: u.OAuthTokenURL,
 		Scopes: strings.FieldsFunc(u.OAuthScopes, func(r rune) bool { return r == ',' || r == ' ' })}
@@ -77,6 +79,83 @@ func (u UpstreamConfig) tokenOption(headers map[string]string) (bridge.ClientOpt
 		defer cancel()
 		return cfg.Token(ctx)
 	})), nil
+}
+
+// oauthAlone refuses E2A_UPSTREAM_OAUTH_* beside other credentials that
+// would be the calls' Authorization: E2A_UPSTREAM_API_KEY, or such a
+// header of E2A_UPSTREAM_HEADERS (headers).
+func oauthAlone(u UpstreamConfig, headers map[string]string) error {
+	if u.APIKey != "" {
+		return fmt.Errorf("E2A_UPSTREAM_API_KEY and E2A_UPSTREAM_OAUTH_* cannot go together: each would be the calls' Authorization")
+	}
+	for k := range headers {
+		if http.CanonicalHeaderKey(k) == "Authorization" {
+			return fmt.Errorf("an Authorization header in E2A_UPSTREAM_HEADERS and E2A_UPSTREAM_OAUTH_* cannot go together")
+		}
+	}
+	return nil
+}
+
+// tokenFromCard is u with, for an A2A agent whose OAuth 2.0 client is
+// given without its token endpoint (E2A_UPSTREAM_OAUTH_CLIENT_ID and
+// _CLIENT_SECRET, no _TOKEN_URL), the token endpoint of the agent card's
+// client-credentials flow (a2abridge.ClientCredentialsOf) and, unless
+// E2A_UPSTREAM_OAUTH_SCOPES is set, the scopes the card's security
+// requirement asks for; any other u as it is. The card is read without a
+// token (the public card is public; one that asks for credentials is
+// refused, naming the variable to set). The client secret goes to the
+// token endpoint the card names, so it must be on the agent's host or one
+// of E2A_UPSTREAM_ALLOWED_HOSTS, as the interfaces the bridge sends its
+// credentials to (ClientCredentials.Allowed), and is held to the
+// variable's rules (tokenURLOK); the start says where the
+// tokens will come from (logged: the endpoint's URL without its query,
+// the scopes; never the client's credentials).
+func tokenFromCard(ctx context.Context, u UpstreamConfig, headers map[string]string, log *slog.Logger) (UpstreamConfig, error) {
+	if u.Kind != upstreamA2A || u.OAuthTokenURL != "" || u.OAuthClientID == "" || u.OAuthClientSecret == "" {
+		return u, nil
+	}
+	if err := oauthAlone(u, headers); err != nil {
+		return u, err
+	}
+	plain := u
+	plain.OAuthClientID, plain.OAuthClientSecret, plain.OAuthScopes, plain.OAuthAudience = "", "", "", ""
+	client, err := upstreamClient(plain, headers)
+	if err != nil {
+		return u, err
+	}
+	log.Info("reading the agent card for its OAuth 2.0 token endpoint", "url", client.Location())
+	rctx, cancel := context.WithTimeout(ctx, u.ConnectTimeout+u.IdleTimeout)
+	defer cancel()
+	card, err := a2abridge.ResolveCard(rctx, client)
+	if be := (*bridge.Error)(nil); errors.As(err, &be) && be.Code == bridge.CodeAuth {
+		return u, &startFailure{err: err, msg: fmt.Sprintf("the agent card at %s answered %d to a GET without a token, so its token "+
+			"endpoint cannot be read from it: set E2A_UPSTREAM_OAUTH_TOKEN_URL (and E2A_UPSTREAM_OAUTH_SCOPES)", client.Location(), be.Status)}
+	}
+	if err != nil {
+		return u, err
+	}
+	cc, err := a2abridge.ClientCredentialsOf(card)
+	if err != nil {
+		return u, &startFailure{err: err, msg: fmt.Sprintf("%s (%s): set E2A_UPSTREAM_OAUTH_TOKEN_URL",
+			strings.TrimPrefix(err.Error(), "a2abridge: "), client.Location())}
+	}
+	if err := cc.Allowed(client, u.AllowedHosts); err != nil {
+		return u, &startFailure{err: err, msg: fmt.Sprintf("the token URL of the agent card's scheme %q (%s): %s; the client secret "+
+			"would go there: allow its host in E2A_UPSTREAM_ALLOWED_HOSTS, or set E2A_UPSTREAM_OAUTH_TOKEN_URL", cc.Scheme,
+			client.Location(), strings.TrimPrefix(err.Error(), "a2abridge: "))}
+	}
+	if err := tokenURLOK(cc.TokenURL); err != nil {
+		return u, &startFailure{err: err, msg: fmt.Sprintf("the token URL of the agent card's scheme %q (%s): %v; "+
+			"set E2A_UPSTREAM_OAUTH_TOKEN_URL", cc.Scheme, client.Location(), err)}
+	}
+	u.OAuthTokenURL = cc.TokenURL
+	if u.OAuthScopes == "" {
+		u.OAuthScopes = strings.Join(cc.Scopes, " ")
+	}
+	shown, _ := url.Parse(cc.TokenURL)
+	log.Info("OAuth 2.0 tokens from the agent card's token endpoint", "scheme", cc.Scheme,
+		"token_url", (&url.URL{Scheme: shown.Scheme, Host: shown.Host, Path: shown.Path}).String(), "scopes", u.OAuthScopes)
+	return u, nil
 }
 
 // tokenTLS is the token endpoint's TLS: the system's roots and those of

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
+	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/oauthtest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
@@ -148,5 +150,81 @@ func TestUpstreamOAuthTLS(t *testing.T) {
 	waitPoolLive(t, dev.base, "agent")
 	if _, b := testkit.Do(t, "POST", dev.base+"/v1/requests?wait=true", `{"params":{"text":"hi"}}`); !strings.Contains(string(b), "answered over TLS with a token") {
 		t.Errorf("through the agent: %.500s", b)
+	}
+}
+
+// TestUpstreamOAuthFromCard: `e2a dev --a2a URL` with only the OAuth
+// client's id and secret takes the token endpoint and the scopes from the
+// agent card (an a2a-go/v2 agent whose oauth2 scheme's client-credentials
+// flow names go-oauth2's endpoint and whose requirement asks for the
+// scope agents, every call refused without a token of that scope): the
+// request is answered, no call refused, the secret in no output. The start
+// was refused before ("go together"). The client secret goes where the
+// card says, so a token endpoint on another host than the agent's is used
+// only once E2A_UPSTREAM_ALLOWED_HOSTS names it. A card that offers no such
+// flow, that names a token endpoint on another host not allowed (or over
+// http to another machine), or that asks for credentials itself ends the
+// start (exit 1) naming E2A_UPSTREAM_OAUTH_TOKEN_URL.
+func TestUpstreamOAuthFromCard(t *testing.T) {
+	const secret = "oauth-client-secret-9e1f"
+	as := oauthtest.Start(t, "e2a-pool", secret, time.Hour)
+	client := []string{"E2A_UPSTREAM_OAUTH_CLIENT_ID=e2a-pool", "E2A_UPSTREAM_OAUTH_CLIENT_SECRET=" + secret}
+	srv := up.Start(t, up.Options{Binding: up.JSONRPC, Token: as.ScopedHeader("agents"),
+		OAuthTokenURL: as.TokenURL(), OAuthScopes: []string{"agents"}})
+	dev := startDev(t, client, "--a2a", srv.BaseURL())
+	waitPoolLive(t, dev.base, "agent")
+	if _, b := testkit.Do(t, "POST", dev.base+"/v1/requests?wait=true", `{"params":{"text":"stream: oauth"}}`); !strings.Contains(string(b), `"succeeded"`) {
+		t.Errorf("through the agent: %.500s", b)
+	}
+	calls := srv.Calls()
+	for _, c := range calls {
+		if c.Refused {
+			t.Errorf("the agent refused %s: no token of the scope agents", c.Method)
+		}
+	}
+	if len(calls) == 0 || as.Issued() == 0 {
+		t.Errorf("%d calls, %d tokens issued: want the agent called with a token", len(calls), as.Issued())
+	}
+
+	// A token endpoint on another host (127.0.0.2, this machine's loopback
+	// by another address) is used once the operator allows that host.
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(as.TokenURL())
+	other := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host}))
+	other.Listener = l
+	other.Start()
+	t.Cleanup(other.Close)
+	afar := up.Start(t, up.Options{Binding: up.JSONRPC, Token: as.ScopedHeader("agents"),
+		OAuthTokenURL: other.URL + oauthtest.TokenPath, OAuthScopes: []string{"agents"}})
+	issued := as.Issued()
+	allowed := startDev(t, append(client, "E2A_UPSTREAM_ALLOWED_HOSTS=127.0.0.2"), "--a2a", afar.BaseURL())
+	waitPoolLive(t, allowed.base, "agent")
+	if _, b := testkit.Do(t, "POST", allowed.base+"/v1/requests?wait=true", `{"params":{"text":"stream: afar"}}`); !strings.Contains(string(b), `"succeeded"`) || as.Issued() == issued {
+		t.Errorf("a token endpoint on an allowed host: %.500s", b)
+	}
+
+	bearer := up.Start(t, up.Options{Binding: up.JSONRPC, Token: as.ScopedHeader("agents")})
+	elsewhere := up.Start(t, up.Options{Binding: up.JSONRPC, Token: as.ScopedHeader("agents"),
+		OAuthTokenURL: "http://auth.example/token", OAuthScopes: []string{"agents"}})
+	closed := up.Start(t, up.Options{Binding: up.JSONRPC, Token: as.ScopedHeader("agents"), OAuthTokenURL: as.TokenURL(),
+		Fault: up.Fault{Kind: up.FaultStatus, Status: http.StatusUnauthorized, OnCard: true}})
+	for _, c := range []struct {
+		name, url, want string
+	}{
+		{"a bearer scheme only", bearer.BaseURL(), "offers no OAuth 2.0 client-credentials flow with a token URL (its security schemes: bearer)"},
+		{"http elsewhere", elsewhere.BaseURL(), `the token URL of the agent card's scheme "oauth"`},
+		{"another host not allowed", afar.BaseURL(), "another host than the configured upstream's 127.0.0.1; the client secret would go there"},
+		{"a card that asks for credentials", closed.BaseURL(), "answered 401 to a GET without a token"},
+	} {
+		code, out, errOut := runBin(t, embeddedEnv(append(client, "E2A_LOG_LEVEL=error")...), "agent", "--pool", "oauth", "--a2a", c.url)
+		if code != 1 || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "E2A_UPSTREAM_OAUTH_TOKEN_URL") || strings.Contains(out+errOut, secret) {
+			t.Errorf("%s: exit %d, want 1 saying %q and naming E2A_UPSTREAM_OAUTH_TOKEN_URL, without the secret: %s", c.name, code, c.want, strings.TrimSpace(errOut))
+		}
+	}
+	if strings.Contains(strings.Join(dev.banner, "\n"), secret) {
+		t.Error("e2a dev's banner holds the client secret")
 	}
 }

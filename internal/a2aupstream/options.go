@@ -49,6 +49,13 @@ type Options struct {
 	// missing Bearer. The card declares a bearer scheme.
 	Token func(http.Header) bool
 
+	// OAuthTokenURL, with Token, makes the card declare an oauth2
+	// security scheme ("oauth") whose client-credentials flow asks for
+	// tokens there, required with OAuthScopes, instead of a bearer scheme
+	// (v1.0 cards).
+	OAuthTokenURL string
+	OAuthScopes   []string
+
 	// Headers are further headers (or gRPC metadata) every A2A call must
 	// carry with exactly these values, refused like a missing bearer.
 	Headers map[string]string

@@ -189,6 +189,14 @@ func (s *Server) Card() *a2a.AgentCard {
 		card.SecuritySchemes = a2a.NamedSecuritySchemes{"bearer": a2a.HTTPAuthSecurityScheme{Scheme: "Bearer"}}
 		card.SecurityRequirements = a2a.SecurityRequirementsOptions{{"bearer": {}}}
 	}
+	if s.opts.Token != nil && s.opts.OAuthTokenURL != "" {
+		flow := a2a.ClientCredentialsOAuthFlow{TokenURL: s.opts.OAuthTokenURL, Scopes: map[string]string{}}
+		for _, sc := range s.opts.OAuthScopes {
+			flow.Scopes[sc] = "the scope " + sc
+		}
+		card.SecuritySchemes = a2a.NamedSecuritySchemes{"oauth": a2a.OAuth2SecurityScheme{Flows: flow}}
+		card.SecurityRequirements = a2a.SecurityRequirementsOptions{{"oauth": s.opts.OAuthScopes}}
+	}
 	return card
 }
 

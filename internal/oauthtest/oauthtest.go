@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,6 +126,15 @@ func (s *Server) Revoke(t testing.TB, access string) {
 func (s *Server) ValidHeader(h http.Header) bool {
 	_, ok := s.Valid(&http.Request{Method: http.MethodGet, URL: &url.URL{}, Header: h})
 	return ok
+}
+
+// ScopedHeader is ValidHeader for tokens granted scope (among others):
+// an A2A server's check of calls whose card requires that scope.
+func (s *Server) ScopedHeader(scope string) func(http.Header) bool {
+	return func(h http.Header) bool {
+		granted, ok := s.Valid(&http.Request{Method: http.MethodGet, URL: &url.URL{}, Header: h})
+		return ok && slices.Contains(strings.Fields(granted), scope)
+	}
 }
 
 // Require serves next only calls with a valid token (Valid); others get
