@@ -26,6 +26,11 @@ import (
 //     preferredTransport (the Python SDK's 0.2 releases, which predate the
 //     field): JSON-RPC, the default of A2A v0.3 and of that SDK's client.
 //     a2a-go's v0.3 parser found no interface in it.
+//   - An oauth2 security scheme of more than one flow (OpenAPI's flows
+//     object, which A2A v0.3 takes, allows them all; v1.0's is a oneof):
+//     its client-credentials flow, the one the bridge can use
+//     (ClientCredentialsOf), else the first of oauthFlowOrder. a2a-go
+//     refused the whole card ("expected exactly one OAuth flow").
 func cardCompat(body []byte) []byte {
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber() // the card's numbers pass through as they were written
@@ -34,6 +39,9 @@ func cardCompat(body []byte) []byte {
 		return body
 	}
 	changed := scopesCompat(card)
+	if flowsCompat(card) {
+		changed = true
+	}
 	skills, _ := card["skills"].([]any)
 	for _, s := range skills {
 		if skill, ok := s.(map[string]any); ok && scopesCompat(skill) {
@@ -82,6 +90,38 @@ func scopesCompat(o map[string]any) bool {
 			}
 			schemes[name] = scopes
 			changed = true
+		}
+	}
+	return changed
+}
+
+// oauthFlowOrder is the order in which flowsCompat picks the flow an
+// oauth2 scheme of several keeps: the client-credentials flow first.
+var oauthFlowOrder = []string{"clientCredentials", "authorizationCode", "deviceCode", "password", "implicit"}
+
+// flowsCompat keeps one flow of each oauth2 security scheme of card that
+// has several (cardCompat), in v0.3's form ("type": "oauth2") and v1.0's
+// ("oauth2SecurityScheme"), and reports whether it changed any.
+func flowsCompat(card map[string]any) bool {
+	schemes, _ := card["securitySchemes"].(map[string]any)
+	changed := false
+	for _, v := range schemes {
+		scheme, _ := v.(map[string]any)
+		if inner, ok := scheme["oauth2SecurityScheme"].(map[string]any); ok {
+			scheme = inner
+		} else if t, _ := scheme["type"].(string); t != "oauth2" {
+			continue
+		}
+		flows, _ := scheme["flows"].(map[string]any)
+		if len(flows) < 2 {
+			continue
+		}
+		for _, name := range oauthFlowOrder {
+			if f, ok := flows[name]; ok {
+				scheme["flows"] = map[string]any{name: f}
+				changed = true
+				break
+			}
 		}
 	}
 	return changed

@@ -60,17 +60,26 @@ func ClientCredentialsOf(card *a2a.AgentCard) (ClientCredentials, error) {
 // it) and allowedHosts (E2A_UPSTREAM_ALLOWED_HOSTS, as WithAllowedHosts
 // takes them) are; an https upstream's token endpoint over plain http
 // never is. ErrTokenURLRefused says why not; a list it cannot read wraps
-// bridge.ErrInvalidOption.
+// bridge.ErrInvalidOption. A token URL on a host neither configured nor
+// allowed is ErrTokenHostNotAllowed (which is ErrTokenURLRefused too).
 func (cc ClientCredentials) Allowed(c *bridge.Client, allowedHosts string) error {
 	allowed, err := parseAllowedHosts(allowedHosts)
 	if err != nil {
 		return fmt.Errorf("%w: %w", bridge.ErrInvalidOption, err)
 	}
 	token := &a2a.AgentInterface{URL: cc.TokenURL, ProtocolBinding: a2a.TransportProtocolHTTPJSON}
-	if why := originOf(c, allowed).refusal(token); why != "" {
-		return fmt.Errorf("%w: %s: %s", ErrTokenURLRefused, where(token), why)
+	o := originOf(c, allowed)
+	e, ok := endpointOf(token)
+	switch why := o.refusal(token); {
+	case why == "":
+		return nil
+	case !ok:
+		return fmt.Errorf("%w: not an absolute http(s) URL of a host (without user information)", ErrTokenURLRefused)
+	case o.scheme == "https" && e.scheme == "http":
+		return fmt.Errorf("%w: %s: plain http, the agent being https: the client secret would go in clear", ErrTokenURLRefused, where(token))
+	default:
+		return fmt.Errorf("%w: %s (the agent is on %s)", ErrTokenHostNotAllowed, where(token), o.host)
 	}
-	return nil
 }
 
 // clientCredentialsFlow is s's client-credentials flow, when s is an

@@ -8,8 +8,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"golang.org/x/net/idna"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/redact"
@@ -88,11 +90,31 @@ func parseAllowedHost(e string) (allowedHost, error) {
 	if host == "" || strings.ContainsAny(host, "[]") {
 		return allowedHost{}, fmt.Errorf("not a host name")
 	}
-	return allowedHost{host: normHost(host), port: port}, nil
+	if host = normHost(host); host == "" {
+		return allowedHost{}, fmt.Errorf("not a host name")
+	}
+	return allowedHost{host: host, port: port}, nil
 }
 
-// normHost is a host name as compared: lower case, without a trailing dot.
-func normHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
+// normHost is a host name as compared: lower case, without a trailing
+// dot, and a name that is not ASCII in the IDNA form net/http and gRPC
+// dial (idna.Lookup, as net/http's own): Unicode's lower case is not that
+// form ("İcorp" lowers to "icorp", which is not where the call goes), so
+// a card could name another host that compared as the upstream's. A name
+// with no IDNA form is "" (no host the bridge can check).
+func normHost(h string) string {
+	for i := 0; i < len(h); i++ {
+		if h[i] >= utf8.RuneSelf {
+			a, err := idna.Lookup.ToASCII(h)
+			if err != nil {
+				return ""
+			}
+			h = a
+			break
+		}
+	}
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
 
 // endpoint is where an interface of a card points.
 type endpoint struct {
@@ -142,10 +164,11 @@ func endpointOf(iface *a2a.AgentInterface) (endpoint, bool) {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[scheme]
 	}
-	if u.Hostname() == "" {
+	host := normHost(u.Hostname())
+	if host == "" {
 		return endpoint{}, false
 	}
-	return endpoint{scheme: scheme, host: normHost(u.Hostname()), port: port}, true
+	return endpoint{scheme: scheme, host: host, port: port}, true
 }
 
 // grpcTarget reads a gRPC target host[:port] (port 443 when none).
@@ -160,7 +183,10 @@ func grpcTarget(s string) (endpoint, bool) {
 	if _, err := strconv.Atoi(port); err != nil || host == "" || grpcResolvers[strings.ToLower(host)] || strings.ContainsAny(host, "/@") {
 		return endpoint{}, false
 	}
-	return endpoint{host: normHost(strings.Trim(host, "[]")), port: port}, true
+	if host = normHost(strings.Trim(host, "[]")); host == "" {
+		return endpoint{}, false
+	}
+	return endpoint{host: host, port: port}, true
 }
 
 // origin is what the interfaces the bridge uses must match: the

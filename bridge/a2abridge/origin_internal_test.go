@@ -82,3 +82,29 @@ func TestSplitNilInterface(t *testing.T) {
 		t.Errorf("split: usable %v, moved %q, refused %q", usable, moved, refused)
 	}
 }
+
+// TestRefusalUnicodeHost: an interface whose host is not ASCII is the
+// upstream's only when its IDNA form (the one dialed) is: a card's
+// "İcorp.example" interface is not icorp.example's, though it lowers to
+// it, on HTTP and gRPC; "bücher.example" is xn--bcher-kva.example's.
+func TestRefusalUnicodeHost(t *testing.T) {
+	for _, c := range []struct {
+		upstream, iface string
+		binding         a2a.TransportProtocol
+		used            bool
+	}{
+		{"https://icorp.example", "https://\u0130corp.example/a2a", a2a.TransportProtocolJSONRPC, false},
+		{"https://icorp.example", "\u0130corp.example:443", a2a.TransportProtocolGRPC, false},
+		{"https://xn--bcher-kva.example", "https://b\u00fccher.example/a2a", a2a.TransportProtocolJSONRPC, true},
+		{"https://icorp.example", "https://ICORP.example./a2a", a2a.TransportProtocolJSONRPC, true},
+	} {
+		client, err := bridge.NewClient(c.upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		why := originOf(client, nil).refusal(&a2a.AgentInterface{URL: c.iface, ProtocolBinding: c.binding})
+		if (why == "") != c.used {
+			t.Errorf("upstream %s, interface %s: refusal %q, want used %v", c.upstream, c.iface, why, c.used)
+		}
+	}
+}

@@ -360,17 +360,18 @@ func refusedAtStart(err error, u UpstreamConfig, loc, call string, headers map[s
 	status, words := be.Status, be.Message
 	if errors.Is(err, bridge.ErrNoToken) {
 		return &startFailure{err: err, msg: fmt.Sprintf("no token for the %s upstream %s before %s: %s (%s); the client's credentials "+
-			"are E2A_UPSTREAM_OAUTH_CLIENT_ID and E2A_UPSTREAM_OAUTH_CLIENT_SECRET (values not shown), its scopes E2A_UPSTREAM_OAUTH_SCOPES",
-			u.Kind, loc, call, words, bridge.CodeAuth)}
+			"are E2A_UPSTREAM_OAUTH_CLIENT_ID and E2A_UPSTREAM_OAUTH_CLIENT_SECRET (values not shown), its scopes %s",
+			u.Kind, loc, call, words, bridge.CodeAuth, u.scopesSaid())}
 	}
 	return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s answered %d (%s) to %s: %s; %s",
-		u.Kind, loc, status, bridge.CodeAuth, call, credentialsRefused(u.APIKey != "", u.OAuthClientID != "", headers), words)}
+		u.Kind, loc, status, bridge.CodeAuth, call, credentialsRefused(u, headers), words)}
 }
 
 // credentialsRefused says which credentials an upstream refused, by the
 // variables they came from and the headers' names, or that none were
 // sent.
-func credentialsRefused(key, oauth bool, headers map[string]string) string {
+func credentialsRefused(u UpstreamConfig, headers map[string]string) string {
+	key, oauth := u.APIKey != "", u.OAuthClientID != ""
 	var names []string
 	for k := range headers {
 		names = append(names, "header "+http.CanonicalHeaderKey(k)+" of E2A_UPSTREAM_HEADERS")
@@ -380,7 +381,7 @@ func credentialsRefused(key, oauth bool, headers map[string]string) string {
 		names = append([]string{"E2A_UPSTREAM_API_KEY"}, names...)
 	}
 	if oauth {
-		names = append([]string{"a token of E2A_UPSTREAM_OAUTH_CLIENT_ID's client, scopes E2A_UPSTREAM_OAUTH_SCOPES"}, names...)
+		names = append([]string{"a token of E2A_UPSTREAM_OAUTH_CLIENT_ID's client, scopes " + u.scopesSaid()}, names...)
 	}
 	if len(names) == 0 {
 		return "no credentials were sent: set E2A_UPSTREAM_API_KEY (sent as a bearer token), E2A_UPSTREAM_HEADERS " +

@@ -537,6 +537,10 @@ type UpstreamConfig struct {
 	OAuthClientSecret string `envconfig:"E2A_UPSTREAM_OAUTH_CLIENT_SECRET"`
 	OAuthScopes       string `envconfig:"E2A_UPSTREAM_OAUTH_SCOPES"`
 	OAuthAudience     string `envconfig:"E2A_UPSTREAM_OAUTH_AUDIENCE"`
+	// cardScopes are the scopes the agent card asks for (tokenFromCard),
+	// non-nil when they stand for OAuthScopes: kept whole, as a scope
+	// may hold a comma, which OAuthScopes' list separates.
+	cardScopes []string
 }
 
 // tlsConfig is the TLS that TLSCA, TLSCert and TLSKey set, nil for none

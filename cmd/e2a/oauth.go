@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +59,9 @@ func (u UpstreamConfig) tokenOption(headers map[string]string) (bridge.ClientOpt
 	}
 	cfg := &clientcredentials.Config{ClientID: u.OAuthClientID, ClientSecret: u.OAuthClientSecret, TokenURL: u.OAuthTokenURL,
 		Scopes: strings.FieldsFunc(u.OAuthScopes, func(r rune) bool { return r == ',' || r == ' ' })}
+	if u.cardScopes != nil {
+		cfg.Scopes = u.cardScopes
+	}
 	if u.OAuthAudience != "" {
 		cfg.EndpointParams = url.Values{"audience": {u.OAuthAudience}}
 	}
@@ -77,8 +81,34 @@ func (u UpstreamConfig) tokenOption(headers map[string]string) (bridge.ClientOpt
 	return bridge.WithTokenSource(bridge.TokenSourceFunc(func() (*oauth2.Token, error) {
 		ctx, cancel := context.WithTimeout(base, within)
 		defer cancel()
-		return cfg.Token(ctx)
+		tok, err := cfg.Token(ctx)
+		return tok, withoutSecret(err, cfg.ClientID, cfg.ClientSecret)
 	})), nil
+}
+
+// withoutSecret is err with the client secret taken out of what a token
+// endpoint answered (an *oauth2.RetrieveError's description, URI and
+// body, which the bridge quotes): an endpoint may echo what it was sent,
+// the secret as given, form-encoded, or in the Basic header of x/oauth2
+// (id and secret form-encoded, then base64). The bridge scrubs tokens,
+// never the secret, which it does not know.
+func withoutSecret(err error, id, secret string) error {
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) || secret == "" {
+		return err
+	}
+	forms := []string{secret, url.QueryEscape(secret),
+		base64.StdEncoding.EncodeToString([]byte(url.QueryEscape(id) + ":" + url.QueryEscape(secret))),
+		base64.StdEncoding.EncodeToString([]byte(id + ":" + secret))}
+	scrub := func(s string) string {
+		for _, f := range forms {
+			s = strings.ReplaceAll(s, f, "[redacted]")
+		}
+		return s
+	}
+	c := *re
+	c.ErrorDescription, c.ErrorURI, c.Body = scrub(re.ErrorDescription), scrub(re.ErrorURI), []byte(scrub(string(re.Body)))
+	return &c
 }
 
 // oauthAlone refuses E2A_UPSTREAM_OAUTH_* beside other credentials that
@@ -140,9 +170,12 @@ func tokenFromCard(ctx context.Context, u UpstreamConfig, headers map[string]str
 			strings.TrimPrefix(err.Error(), "a2abridge: "), client.Location())}
 	}
 	if err := cc.Allowed(client, u.AllowedHosts); err != nil {
-		return u, &startFailure{err: err, msg: fmt.Sprintf("the token URL of the agent card's scheme %q (%s): %s; the client secret "+
-			"would go there: allow its host in E2A_UPSTREAM_ALLOWED_HOSTS, or set E2A_UPSTREAM_OAUTH_TOKEN_URL", cc.Scheme,
-			client.Location(), strings.TrimPrefix(err.Error(), "a2abridge: "))}
+		advice := "set E2A_UPSTREAM_OAUTH_TOKEN_URL"
+		if errors.Is(err, a2abridge.ErrTokenHostNotAllowed) {
+			advice = "the client secret would go there: allow its host in E2A_UPSTREAM_ALLOWED_HOSTS, or " + advice
+		}
+		return u, &startFailure{err: err, msg: fmt.Sprintf("the token URL of the agent card's scheme %q (%s): %s; %s", cc.Scheme,
+			client.Location(), strings.TrimPrefix(err.Error(), "a2abridge: "), advice)}
 	}
 	if err := tokenURLOK(cc.TokenURL); err != nil {
 		return u, &startFailure{err: err, msg: fmt.Sprintf("the token URL of the agent card's scheme %q (%s): %v; "+
@@ -150,12 +183,22 @@ func tokenFromCard(ctx context.Context, u UpstreamConfig, headers map[string]str
 	}
 	u.OAuthTokenURL = cc.TokenURL
 	if u.OAuthScopes == "" {
-		u.OAuthScopes = strings.Join(cc.Scopes, " ")
+		u.cardScopes = append([]string{}, cc.Scopes...)
 	}
 	shown, _ := url.Parse(cc.TokenURL)
 	log.Info("OAuth 2.0 tokens from the agent card's token endpoint", "scheme", cc.Scheme,
-		"token_url", (&url.URL{Scheme: shown.Scheme, Host: shown.Host, Path: shown.Path}).String(), "scopes", u.OAuthScopes)
+		"token_url", (&url.URL{Scheme: shown.Scheme, Host: shown.Host, Path: shown.Path}).String(), "scopes", u.scopesSaid())
 	return u, nil
+}
+
+// scopesSaid names the scopes the bridge asks tokens for, as its start
+// and errors say it: those of E2A_UPSTREAM_OAUTH_SCOPES, or the agent
+// card's (listed: they are no secret).
+func (u UpstreamConfig) scopesSaid() string {
+	if u.cardScopes == nil {
+		return "E2A_UPSTREAM_OAUTH_SCOPES"
+	}
+	return fmt.Sprintf("the agent card's %q", u.cardScopes)
 }
 
 // tokenTLS is the token endpoint's TLS: the system's roots and those of

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/oauth2"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
@@ -169,8 +172,9 @@ func TestUpstreamOAuthFromCard(t *testing.T) {
 	const secret = "oauth-client-secret-9e1f"
 	as := oauthtest.Start(t, "e2a-pool", secret, time.Hour)
 	client := []string{"E2A_UPSTREAM_OAUTH_CLIENT_ID=e2a-pool", "E2A_UPSTREAM_OAUTH_CLIENT_SECRET=" + secret}
-	srv := up.Start(t, up.Options{Binding: up.JSONRPC, Token: as.ScopedHeader("agents"),
-		OAuthTokenURL: as.TokenURL(), OAuthScopes: []string{"agents"}})
+	// A scope may hold a comma (RFC 6749 §3.3): the card's are kept whole.
+	srv := up.Start(t, up.Options{Binding: up.JSONRPC, Token: as.ScopedHeader("api:read,write"),
+		OAuthTokenURL: as.TokenURL(), OAuthScopes: []string{"agents", "api:read,write"}})
 	dev := startDev(t, client, "--a2a", srv.BaseURL())
 	waitPoolLive(t, dev.base, "agent")
 	if _, b := testkit.Do(t, "POST", dev.base+"/v1/requests?wait=true", `{"params":{"text":"stream: oauth"}}`); !strings.Contains(string(b), `"succeeded"`) {
@@ -179,7 +183,7 @@ func TestUpstreamOAuthFromCard(t *testing.T) {
 	calls := srv.Calls()
 	for _, c := range calls {
 		if c.Refused {
-			t.Errorf("the agent refused %s: no token of the scope agents", c.Method)
+			t.Errorf("the agent refused %s: no token of the scope api:read,write", c.Method)
 		}
 	}
 	if len(calls) == 0 || as.Issued() == 0 {
@@ -216,7 +220,7 @@ func TestUpstreamOAuthFromCard(t *testing.T) {
 	}{
 		{"a bearer scheme only", bearer.BaseURL(), "offers no OAuth 2.0 client-credentials flow with a token URL (its security schemes: bearer)"},
 		{"http elsewhere", elsewhere.BaseURL(), `the token URL of the agent card's scheme "oauth"`},
-		{"another host not allowed", afar.BaseURL(), "another host than the configured upstream's 127.0.0.1; the client secret would go there"},
+		{"another host not allowed", afar.BaseURL(), "not on the agent's host nor an allowed one: http://127.0.0.2:"},
 		{"a card that asks for credentials", closed.BaseURL(), "answered 401 to a GET without a token"},
 	} {
 		code, out, errOut := runBin(t, embeddedEnv(append(client, "E2A_LOG_LEVEL=error")...), "agent", "--pool", "oauth", "--a2a", c.url)
@@ -226,5 +230,67 @@ func TestUpstreamOAuthFromCard(t *testing.T) {
 	}
 	if strings.Contains(strings.Join(dev.banner, "\n"), secret) {
 		t.Error("e2a dev's banner holds the client secret")
+	}
+}
+
+// TestTokenErrorWithoutSecret: a token endpoint whose error echoes what it
+// was sent (the secret in the form, in the Basic header, base64) ends the
+// start with its error quoted without the secret, whether the card named
+// the endpoint or E2A_UPSTREAM_OAUTH_TOKEN_URL did: the bridge quoted the
+// endpoint's error_description, which it scrubs of tokens only. The error
+// names the scopes asked for where they came from (the card's, listed).
+func TestTokenErrorWithoutSecret(t *testing.T) {
+	const secret = "oauth-client-secret-echo-31"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// x/oauth2 sends the client's credentials in the Basic header
+		// first, then, refused, in the form: both are echoed.
+		form, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":"invalid_client","error_description":"unknown client; sent `+r.Header.Get("Authorization")+` `+
+			string(form)+`"}`)
+	}))
+	t.Cleanup(echo.Close)
+	agent := up.Start(t, up.Options{Binding: up.JSONRPC, Token: func(http.Header) bool { return false },
+		OAuthTokenURL: echo.URL + "/token", OAuthScopes: []string{"agents"}})
+	client := []string{"E2A_UPSTREAM_OAUTH_CLIENT_ID=e2a-pool", "E2A_UPSTREAM_OAUTH_CLIENT_SECRET=" + secret, "E2A_LOG_LEVEL=debug"}
+	basic := base64.StdEncoding.EncodeToString([]byte("e2a-pool:" + secret))
+	for name, c := range map[string]struct {
+		env    []string
+		scopes string
+	}{
+		"from the card":                {client, `its scopes the agent card's ["agents"]`},
+		"E2A_UPSTREAM_OAUTH_TOKEN_URL": {append(client, "E2A_UPSTREAM_OAUTH_TOKEN_URL="+echo.URL+"/token"), "its scopes E2A_UPSTREAM_OAUTH_SCOPES"},
+	} {
+		code, out, errOut := runBin(t, embeddedEnv(c.env...), "agent", "--pool", "echo", "--a2a", agent.BaseURL())
+		if code != 1 || !strings.Contains(errOut, "client_secret=[redacted]") || !strings.Contains(errOut, c.scopes) ||
+			strings.Contains(out+errOut, secret) || strings.Contains(out+errOut, basic) {
+			t.Errorf("%s: exit %d, want 1 quoting the endpoint's error without the secret: %s", name, code, strings.TrimSpace(errOut))
+		}
+	}
+}
+
+// TestWithoutSecret: every form of the client secret an endpoint may echo
+// (as given, form-encoded, in x/oauth2's Basic header with the id and
+// secret form-encoded, or plain) is taken out of its error's
+// description, URI and body; other errors pass as they are.
+func TestWithoutSecret(t *testing.T) {
+	const id, secret = "pool a", "s3cret/+&x"
+	basic := base64.StdEncoding.EncodeToString([]byte(url.QueryEscape(id) + ":" + url.QueryEscape(secret)))
+	plain := base64.StdEncoding.EncodeToString([]byte(id + ":" + secret))
+	re := &oauth2.RetrieveError{ErrorCode: "invalid_client", ErrorDescription: "got " + secret + " and " + basic,
+		ErrorURI: "https://idp.example/e?s=" + url.QueryEscape(secret), Body: []byte(`{"sent":"` + plain + `"}`)}
+	var got *oauth2.RetrieveError
+	if !errors.As(withoutSecret(re, id, secret), &got) {
+		t.Fatal("not a RetrieveError")
+	}
+	all := got.ErrorDescription + got.ErrorURI + string(got.Body)
+	if strings.Contains(all, secret) || strings.Contains(all, basic) || strings.Contains(all, plain) || strings.Contains(all, url.QueryEscape(secret)) ||
+		strings.Count(all, "[redacted]") != 4 {
+		t.Errorf("scrubbed: %q", all)
+	}
+	other := errors.New("dial tcp: refused")
+	if withoutSecret(other, id, secret) != other {
+		t.Error("another error was changed")
 	}
 }
