@@ -161,7 +161,7 @@ func (s *Service) askCancel(ctx context.Context, requestID string, cancel Cancel
 			if ok, err = requestExists(ctx, s.mux, s.streamNames().requests, requestID); err != nil {
 				return err
 			} else if !ok {
-				return fmt.Errorf("%w: %q was never published", ErrNotCancelable, requestID)
+				return fmt.Errorf("%w: %q", errUnpublished, requestID)
 			}
 			return nil
 		}
@@ -171,6 +171,10 @@ func (s *Service) askCancel(ctx context.Context, requestID string, cancel Cancel
 	}
 	return cancel(ctx, requestID)
 }
+
+// errUnpublished is askCancel's ErrNotCancelable for a listed turn that
+// was never published, as against one whose final frame is written.
+var errUnpublished = fmt.Errorf("%w: the turn was never published", ErrNotCancelable)
 
 // awaitCanceled awaits the final frame of requestID (up to the cancel
 // wait) and reports whether it ends the request canceled; false without
@@ -309,7 +313,11 @@ func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel C
 	}
 	newest := requestIDs[len(requestIDs)-1]
 	err = s.askCancel(ctx, newest, cancel, true)
-	if err != nil && (len(earlier) == 0 || !errors.Is(err, ErrNotCancelable)) {
+	if err != nil && (len(earlier) == 0 || !errors.Is(err, errUnpublished)) {
+		// Only a newest never published leaves the turns before it to
+		// cancel: one whose final frame is written has ended, and so have
+		// those before it, though read running a moment ago (turns end in
+		// order; a cancelled queued turn's final frame waits for them).
 		return false, err
 	}
 	asked := err == nil
@@ -321,12 +329,10 @@ func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel C
 	if !asked {
 		// The newest was never published: the task's end is that of the
 		// nearest turn before it still running, awaited as the newest's
-		// would be (its end comes after those before it).
-		_, err := s.awaitCanceled(ctx, earlier[0])
-		if errors.Is(err, ErrNotCancelable) {
-			err = nil
-		}
-		return false, err
+		// would be (its end comes after those before it): ErrNotCancelable
+		// when it ended otherwise than canceled (completed, or interrupted:
+		// the task takes a cancel turn then).
+		return s.awaitCanceled(ctx, earlier[0])
 	}
 	return s.awaitCanceled(ctx, newest)
 }

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -46,6 +47,50 @@ func TestUnendedTurnsSkipsUnstoredTurn(t *testing.T) {
 		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: UnendedTurns(%q) = %q, want %q", tc.name, tc.ids, got, tc.want)
+		}
+	}
+}
+
+// TestCancelTurnsEndedMeanwhile: CancelTurns reads the turns before the
+// newest (UnendedTurns), then asks the newest's cancel; turns that end
+// between the two leave an earlier turn read running and the newest ended
+// (its final frame written: an answer of an interrupted task and the
+// answer queued behind it, both ending as tasks/cancel comes). The
+// newest's end is the task's: ErrNotCancelable, no cancel sent. A newest
+// never published (refused once recorded: the task had ended) leaves the
+// task's end to the earlier turn, which ends otherwise than canceled once
+// asked: ErrNotCancelable too. Both answered nil (the newest taken for one
+// never published, the earlier turn's end dropped): A2A's tasks/cancel
+// answered a task input-required or completed as cancelled, its cancel
+// mark left in the record.
+func TestCancelTurnsEndedMeanwhile(t *testing.T) {
+	e := startEnv(t)
+	s, err := New(e.nc, WithCancelWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e.finished(t, "turn-asked", 0)
+	e.finished(t, "turn-newest", 0)
+	for _, tc := range []struct {
+		name, answer, newest string
+		wantAsked            []string
+	}{
+		{"newest ended", "turn-answer-a", "turn-newest", nil},
+		{"newest never published", "turn-answer-b", "turn-unpublished", []string{"turn-unpublished", "turn-answer-b"}},
+	} {
+		answer := e.running(t, tc.answer) // read running: it ends once asked
+		var asked []string
+		ok, err := s.CancelTurns(ctx, []string{"turn-asked", tc.answer, tc.newest}, func(_ context.Context, id string) error {
+			asked = append(asked, id)
+			if id == tc.answer {
+				answer.complete(map[string]any{"content": "ended meanwhile"})
+			}
+			return nil
+		})
+		if ok || !errors.Is(err, ErrNotCancelable) || !slices.Equal(asked, tc.wantAsked) {
+			t.Errorf("%s: CancelTurns = %v, %v, cancels sent %q; want ErrNotCancelable, %q sent", tc.name, ok, err, asked, tc.wantAsked)
 		}
 	}
 }

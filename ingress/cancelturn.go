@@ -51,13 +51,16 @@ import (
 // pick-up, the task canceled while that turn runs on: that turn is
 // cancelled instead, as tasks/cancel cancels any running turn
 // (cancelRunning: the record marked first), and its id returned. One
-// that ended before its cancel reached it leaves the task checked again.
+// that ended before its cancel reached it leaves the task checked again,
+// and a turn appended after that one (an answer to it, or queued behind
+// it) is cancelled in its turn.
 func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Task) (string, error) {
 	ids := t.RequestIDs
 	var rec *TaskRecord // the record read again once moved
 	var env *e2a.Envelope
 	var origin idOrigin
 	moved := false // a turn was appended after the one checked
+	ended := ""    // the newest turn cancelRunning found not cancelable
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
 		last := ""
 		if n := len(ids); n > 0 {
@@ -78,13 +81,20 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 		case !finished && moved:
 			// The newer turn runs (or waits its turn): cancel it, as
 			// tasks/cancel cancels a running turn (cancelRunning).
+			if s.cancelNewerTurn != nil {
+				s.cancelNewerTurn(t.ID, last)
+			}
 			cur := &host.Task{Session: p.session(rec), ContextID: rec.ContextID}
-			if after, err := s.cancelRunning(ctx, p, cur, s.cancelOwnTurns); err == nil {
+			after, err := s.cancelRunning(ctx, p, cur, s.cancelOwnTurns)
+			if err == nil {
 				return after.LastRequest(), nil
 			} else if !errors.Is(err, egress.ErrNotCancelable) {
 				return "", err
 			}
-			moved = false // it ended meanwhile: check the task again
+			// It ended meanwhile (or was never published): check the task
+			// again. A turn appended since (an answer to the turn that
+			// ended, or queued behind it) is newer still, and runs.
+			moved, ended = false, after.LastRequest()
 		case !finished || !open:
 			return "", fmt.Errorf("%w: task %q", egress.ErrNotCancelable, t.ID)
 		default:
@@ -112,6 +122,9 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 			return "", err
 		}
 		ids = rec.RequestIDs
+		if ended != "" && rec.LastRequest() != ended {
+			moved = true
+		}
 	}
 	return "", fmt.Errorf("%w: task %q: too many concurrent turns", ErrBackpressure, t.ID)
 }

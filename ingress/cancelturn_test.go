@@ -135,6 +135,113 @@ func TestCancelInterruptedRacesTheAnswer(t *testing.T) {
 	}
 }
 
+// TestCancelInterruptedAnswerEndsThenAnswered: the client's answer to an
+// input-required task is appended after CancelTask checked the task (the
+// cancel turn's append is refused) and runs; as the cancel goes to stop
+// it, that turn ends asking again (input-required), and the client
+// answers at once: a second answer, appended after the turn the cancel
+// found ended, runs. The cancel stops that one and the task ends
+// canceled. It was refused as not cancelable: the task, checked again,
+// had that second answer as its newest turn, not finished, which the
+// check took for the turn the cancel had found ended (or never
+// published), and the task ran on.
+func TestCancelInterruptedAnswerEndsThenAnswered(t *testing.T) {
+	pp := pipetest.Start(t)
+	parisStarted := make(chan struct{}, 1)
+	releaseParis := make(chan struct{})
+	running := make(chan context.Context, 1) // the second answer's turn, once it runs
+	ended := make(chan struct{})             // the test's end: ends a turn not cancelled
+	defer close(ended)
+	pp.Pool("demo", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		switch text := demo.Text(env); {
+		case strings.HasPrefix(text, demo.AskInputPrefix):
+			return agent.Interrupt(w, e2a.StateInputRequired, "Which city?")
+		case text == "Paris": // the first answer: asks again once released
+			parisStarted <- struct{}{}
+			select {
+			case <-releaseParis:
+				return agent.Interrupt(w, e2a.StateInputRequired, "Which district?")
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		default: // the second answer: runs until cancelled
+			running <- ctx
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-ended:
+				return nil
+			}
+		}
+	}))
+	ctx, c, task := askInput(t, pp)
+
+	type result struct {
+		res a2a.SendMessageResult
+		err error
+	}
+	send := func(text string) <-chan result {
+		done := make(chan result, 1)
+		go func() {
+			res, err := c.SendMessage(ctx, v1Answer(task, text))
+			done <- result{res, err}
+		}()
+		return done
+	}
+	var paris, bank <-chan result
+	var bankCtx context.Context
+	var checked, found sync.Once
+	ingress.SetCancelTurnHook(pp.Ingress, func(string) {
+		checked.Do(func() {
+			// The first answer, appended before the cancel turn: it runs.
+			paris = send("Paris")
+			select {
+			case <-parisStarted:
+			case <-ctx.Done():
+				t.Errorf("the first answer's turn did not start: %v", ctx.Err())
+			}
+		})
+	})
+	ingress.SetCancelNewerTurnHook(pp.Ingress, func(taskID, _ string) {
+		found.Do(func() {
+			// The cancel found the first answer running: it ends asking
+			// again, and the client answers that question.
+			close(releaseParis)
+			r := <-paris
+			if at, ok := r.res.(*a2a.Task); r.err != nil || !ok || at.Status.State != a2a.TaskStateInputRequired {
+				t.Errorf("the first answer: %T %+v %v, want the task input-required", r.res, r.res, r.err)
+			}
+			bank = send("Left bank")
+			select {
+			case bankCtx = <-running:
+			case <-ctx.Done():
+				t.Errorf("the second answer's turn did not start: %v", ctx.Err())
+			}
+		})
+	})
+
+	got, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})
+	if err != nil {
+		t.Fatalf("CancelTask: %v", err)
+	}
+	if bankCtx == nil {
+		t.Fatal("the hooks did not run both answers")
+	}
+	if bankCtx.Err() == nil {
+		t.Error("the cancel did not stop the second answer's turn")
+	}
+	if got.Status.State != a2a.TaskStateCanceled {
+		t.Errorf("CancelTask answered %s, want canceled", got.Status.State)
+	}
+	r := <-bank
+	if at, ok := r.res.(*a2a.Task); r.err != nil || !ok || at.Status.State != a2a.TaskStateCanceled {
+		t.Errorf("the second answer: %T %+v %v, want the task canceled", r.res, r.res, r.err)
+	}
+	if g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID}); err != nil || g.Status.State != a2a.TaskStateCanceled {
+		t.Errorf("GetTask at the end: %+v %v, want canceled", g, err)
+	}
+}
+
 // stalledCanceller is a handler whose cancel turns (agent.TurnCanceller)
 // wait for release: the cancel turn is published and picked up, its final
 // frame not written yet. Serve asks for input on an AskInputPrefix message

@@ -54,6 +54,11 @@ type Server struct {
 	// between the check of an interrupted task's last turn and the append
 	// of its cancel turn (cancelInterrupted).
 	cancelTurnChecked func(taskID string)
+	// cancelNewerTurn, set by tests only (SetCancelNewerTurnHook), is
+	// called when the cancel of an interrupted task finds a turn appended
+	// since its check not finished, before it cancels that turn
+	// (cancelInterrupted, cancelRunning).
+	cancelNewerTurn func(taskID, requestID string)
 }
 
 type options struct {
