@@ -117,6 +117,7 @@
 //	svc.OpenReader(ctx, requestID, from, opts...)   // a Reader with the service's wait limits
 //	svc.OpenPrepared(ctx, requestID, from, opts...) // the same, taking over a prepared live subscription
 //	svc.CancelTurns(ctx, requestIDs, cancel)        // a task's unended turns, newest first
+//	svc.UnendedTurnsAwaited(ctx, requestIDs, within) // those turns, publishing ones awaited
 //	svc.CancelRequest(ctx, requestID, cancel)       // one request; ErrNotCancelable if final
 //
 // cancel is a [CancelFunc] publishing the cancel on the control subject.

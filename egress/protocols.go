@@ -301,13 +301,15 @@ func (s *Service) endFrame(ctx context.Context, requestID string) (*lastInfo, er
 // runtime holds a cancelled queued turn until then), so the task is never
 // shown canceled while an earlier turn runs on, and the newest's end is
 // the task's. The newest turn may not be stored yet (its publish under
-// way, askCancel): it is cancelled as a queued turn. ErrNotCancelable when
+// way, askCancel): it is cancelled as a queued turn; so may a turn
+// before it, whose store is awaited (UnendedTurnsAwaited, up to the
+// cancel wait) before the turns to cancel are read. ErrNotCancelable when
 // no turn is left running, ErrNotFound for a task without requests.
 func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel CancelFunc) (bool, error) {
 	if len(requestIDs) == 0 {
 		return false, ErrNotFound
 	}
-	earlier, err := s.UnendedTurns(ctx, requestIDs[:len(requestIDs)-1])
+	earlier, err := s.UnendedTurnsAwaited(ctx, requestIDs[:len(requestIDs)-1], s.cfg.cancelWait)
 	if err != nil {
 		return false, err
 	}
@@ -353,33 +355,57 @@ const maxUnstoredTurns = 8
 // Turns run one after another, so none before those has anything left to
 // do.
 func (s *Service) UnendedTurns(ctx context.Context, ids []string) ([]string, error) {
-	var out []string
-	unstored := 0
-	for i := len(ids) - 1; i >= 0 && unstored < maxUnstoredTurns; i-- {
+	out, _, err := s.unendedTurns(ctx, ids)
+	return out, err
+}
+
+// unendedTurns is UnendedTurns, and the turns not stored it walked past
+// before a stored one (listed): recorded after a turn that is stored, so
+// not history aged out, but publishing still (ingress records a turn
+// before it publishes it) or never published.
+func (s *Service) unendedTurns(ctx context.Context, ids []string) (out, listed []string, err error) {
+	var pending []string // turns not stored since the last stored one
+	for i := len(ids) - 1; i >= 0 && len(pending) < maxUnstoredTurns; i-- {
 		last, err := s.endFrame(ctx, ids[i])
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if last != nil && last.final {
-			break
+			return out, append(listed, pending...), nil
 		}
 		if last == nil {
 			msg, err := lookupRequest(ctx, s.mux, s.streamNames().requests, ids[i])
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if msg == nil {
-				unstored++
+				pending = append(pending, ids[i])
 				continue
 			}
 			if gone, err := s.agedOut(ctx, ids[i], msg); err == nil && gone {
-				break // answered, its frames aged out: it has ended
+				return out, append(listed, pending...), nil // answered, its frames aged out: it has ended
 			}
 		}
-		unstored = 0
+		listed, pending = append(listed, pending...), pending[:0]
 		out = append(out, ids[i])
 	}
-	return out, nil
+	return out, listed, nil
+}
+
+// UnendedTurnsAwaited is UnendedTurns once the turns listed after a
+// stored turn but not stored themselves (their publish under way) are
+// stored, awaited up to within (a turn whose publish failed costs that
+// wait): a cancel that skipped such a turn left it to run on, the turns
+// queued behind it waiting for its end.
+func (s *Service) UnendedTurnsAwaited(ctx context.Context, ids []string, within time.Duration) ([]string, error) {
+	out, listed, err := s.unendedTurns(ctx, ids)
+	if err != nil || len(listed) == 0 {
+		return out, err
+	}
+	if _, err := s.AwaitRequests(ctx, listed, within); err != nil {
+		return nil, err
+	}
+	return s.UnendedTurns(ctx, ids)
 }
 
 // Serve answers a request the front door just accepted with the renderer

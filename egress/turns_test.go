@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // A turn recorded but never stored (its publish failed) does not end the
@@ -92,5 +97,56 @@ func TestCancelTurnsEndedMeanwhile(t *testing.T) {
 		if ok || !errors.Is(err, ErrNotCancelable) || !slices.Equal(asked, tc.wantAsked) {
 			t.Errorf("%s: CancelTurns = %v, %v, cancels sent %q; want ErrNotCancelable, %q sent", tc.name, ok, err, asked, tc.wantAsked)
 		}
+	}
+}
+
+// TestCancelTurnsAwaitsListedTurn: a turn listed after a stored one but
+// not stored itself is publishing (ingress records a turn before it
+// publishes it): CancelTurns awaits its store and cancels it with the
+// others. It skipped it (UnendedTurns), so that turn ran on and the turns
+// queued behind it, cancelled, waited for its end (a helper's stress test
+// of answers racing a cancel: about 1 in 40). The turn is stored here
+// once the request stream has been asked for it a second time, which the
+// walk back alone does not do: the test does not depend on timing.
+func TestCancelTurnsAwaitsListedTurn(t *testing.T) {
+	e := startEnv(t)
+	s, err := New(e.nc, WithCancelWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e.finished(t, "turn-asked", 0)
+	e.running(t, "turn-first")
+	e.running(t, "turn-newest")
+	var asks atomic.Int32
+	publish := make(chan struct{})
+	var once sync.Once
+	ask := func(m *nats.Msg) {
+		if strings.Contains(m.Subject+string(m.Data), "turn-listed") && asks.Add(1) > 2 {
+			once.Do(func() { close(publish) })
+		}
+	}
+	for _, subj := range []string{"$JS.API.DIRECT.GET.>", "$JS.API.STREAM.MSG.GET.>"} {
+		sub, err := e.nc.Subscribe(subj, ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	e.async(func() {
+		select {
+		case <-publish:
+			e.running(t, "turn-listed")
+		case <-ctx.Done():
+		}
+	})
+	var sent []string
+	_, err = s.CancelTurns(ctx, []string{"turn-asked", "turn-first", "turn-listed", "turn-newest"}, func(_ context.Context, id string) error {
+		sent = append(sent, id)
+		return nil
+	})
+	if err != nil || !slices.Equal(sent, []string{"turn-newest", "turn-listed", "turn-first"}) {
+		t.Errorf("CancelTurns: %v, cancels sent %q; want the newest, the listed turn once stored, the first", err, sent)
 	}
 }

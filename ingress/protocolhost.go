@@ -330,7 +330,8 @@ func (h protocolHost) Cancel(ctx context.Context, requestID string) error {
 }
 
 // CancelTurns cancels the turns of the session sess not ended
-// (egress.Service.UnendedTurns), the newest first, but for a request that
+// (egress.Service.UnendedTurnsAwaited: a turn listed and publishing still
+// is awaited, not skipped), the newest first, but for a request that
 // is not the session's own (host.Session.Owns, read from the envelope
 // awaitStored finds): another principal's, stored under an id the record
 // lists once the hot streams dropped the session's request.
@@ -339,7 +340,7 @@ func (h protocolHost) CancelTurns(ctx context.Context, sess *host.Session) error
 	if len(ids) == 0 {
 		return nil
 	}
-	earlier, err := h.s.egress.UnendedTurns(ctx, ids[:len(ids)-1])
+	earlier, err := h.s.egress.UnendedTurnsAwaited(ctx, ids[:len(ids)-1], host.AwaitPublish)
 	if err != nil {
 		return err
 	}
