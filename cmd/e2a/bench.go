@@ -81,7 +81,7 @@ func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlag
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write an allocation profile after the full-load phase")
 	fs.StringVar(&c.MutexProfile, "mutexprofile", "", "write a mutex profile of the full-load phase")
 	fs.StringVar(&c.BlockProfile, "blockprofile", "", "write a block profile of the full-load phase")
-	fs.StringVar(&c.Trace, "trace", "", "write a runtime execution trace of the half-load phase (go tool trace)")
+	fs.StringVar(&c.Trace, "trace", "", "write a runtime execution trace of the half-load phase (go tool trace; with --duration: a flight recorder's last seconds when a first frame takes 250 ms or more, once per interval, FILE.<seconds>)")
 	return m
 }
 
@@ -133,8 +133,8 @@ func (m *benchFlags) apply(c *bench.Config) error {
 	if c.WarmMemoryMiB != 0 && (*m.duration > 0 || *m.replicas != "") {
 		return errors.New("bench --warm-mib applies to the in-process bench and --peer, not to --duration or --replicas")
 	}
-	if c.Trace != "" && (*m.duration > 0 || *m.replicas != "" || *m.peer != "" || *m.bridgeKind != "") {
-		return errors.New("bench --trace traces the half-load phase of the in-process or --target bench, not --duration, --replicas, --peer or --bridge")
+	if c.Trace != "" && (*m.replicas != "" || *m.peer != "" || *m.bridgeKind != "") {
+		return errors.New("bench --trace traces the half-load phase of the in-process or --target bench (with --duration: the last seconds before a slow first frame), not --replicas, --peer or --bridge")
 	}
 	if (*m.workers != 0 || *m.ackWait != 0 || *m.kill != "") && !*m.recovery {
 		return errors.New("bench --kill, --workers and --ack-wait apply to --recovery")
@@ -188,7 +188,7 @@ func (m *benchFlags) checkModes(c *bench.Config) error {
 func runBenchSoak(ctx context.Context, c bench.Config, m *benchFlags) error {
 	sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *m.duration, Interval: *m.interval, Rate: *m.rate,
 		Protocol: c.Protocol, Console: c.Console, TCP: c.TCP, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress,
-		Retention: *m.retention, NATSURL: c.NATSURL, CPUProfile: c.CPUProfile})
+		Retention: *m.retention, NATSURL: c.NATSURL, CPUProfile: c.CPUProfile, Trace: c.Trace})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -10,9 +11,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -42,8 +45,14 @@ type SoakConfig struct {
 	// CPUProfile, when set, writes a CPU profile of each interval to
 	// CPUProfile.<seconds since the start> (what a store that fills costs,
 	// interval by interval).
-	CPUProfile string       `json:"-"`
-	Progress   func(string) `json:"-"`
+	CPUProfile string `json:"-"`
+	// Trace, when set, keeps a runtime flight recorder and writes its
+	// last seconds to Trace.<seconds since the start> when a request's
+	// first frame takes TraceSlow (default DefaultTraceSlow) or longer,
+	// once per interval (what the slow requests waited on: go tool trace).
+	Trace     string        `json:"-"`
+	TraceSlow time.Duration `json:"-"`
+	Progress  func(string)  `json:"-"`
 }
 
 // SoakSample is one interval.
@@ -173,10 +182,17 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 	cl := &client{base: pipe.URL, proto: sc.Protocol, hc: newHTTPClient(256), sessions: make(chan string, 512)}
 	cl.params = map[string]any{"text": "bench", "frames": sc.Frames, "frame_bytes": sc.FrameBytes}
 	cl.expectFrames = sc.Frames
+	tracer, err := startSoakTracer(sc.Trace, sc.TraceSlow, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	defer tracer.stop()
 	do := func(ctx context.Context, id string, start time.Time) result {
 		ctx, cancel := context.WithTimeout(ctx, sc.Timeout)
 		defer cancel()
-		return cl.do(ctx, id, start)
+		r := cl.do(ctx, id, start)
+		tracer.observe(r)
+		return r
 	}
 	ids := &idGen{prefix: "soak-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	rep := &SoakReport{Machine: machine(), Config: sc}
@@ -190,6 +206,9 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 			if stopCPU, err = startCPUProfile(); err != nil {
 				return nil, err
 			}
+		}
+		if err := tracer.next(); err != nil {
+			return nil, err
 		}
 		ph := openLoop(ctx, "soak", n, sc.Rate, 4096, ids, do)
 		if prof := stopCPU(); prof != nil {
@@ -217,6 +236,69 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 	rep.RPSSlope, rep.HeapSlope, rep.RSSSlope, rep.StoreBytesPerMin = slope(xs, rps), slope(xs, heap), slope(xs, rs), slope(xs, store)
 	rep.CPUSlope, rep.LivePerRequest = slope(xs, cpu), slope(sent, live)
 	return rep, nil
+}
+
+// DefaultTraceSlow is SoakConfig.TraceSlow's default.
+const DefaultTraceSlow = 250 * time.Millisecond
+
+// soakTracer keeps a runtime flight recorder of the last seconds and
+// writes it, at most once per interval, when a request's first frame took
+// longer than slow: what the slow requests waited on.
+type soakTracer struct {
+	path  string
+	slow  time.Duration
+	start time.Time
+	fr    *trace.FlightRecorder
+	mu    sync.Mutex
+	done  bool // this interval's snapshot is written
+	err   error
+}
+
+func startSoakTracer(path string, slow time.Duration, start time.Time) (*soakTracer, error) {
+	if path == "" {
+		return nil, nil
+	}
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 3 * time.Second})
+	if err := fr.Start(); err != nil {
+		return nil, fmt.Errorf("bench: trace: %w", err)
+	}
+	return &soakTracer{path: path, slow: cmp.Or(slow, DefaultTraceSlow), start: start, fr: fr}, nil
+}
+
+// observe writes the snapshot if r is this interval's first slow request.
+func (t *soakTracer) observe(r result) {
+	if t == nil || r.ttff < t.slow {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	t.done = true
+	f, err := os.Create(fmt.Sprintf("%s.%04.0f", t.path, time.Since(t.start).Seconds()))
+	if err == nil {
+		_, err = t.fr.WriteTo(f)
+		err = errors.Join(err, f.Close())
+	}
+	t.err = cmp.Or(t.err, err)
+}
+
+// next starts an interval; it returns the error of a write that failed.
+func (t *soakTracer) next() error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.done = false
+	return t.err
+}
+
+func (t *soakTracer) stop() {
+	if t != nil {
+		t.fr.Stop()
+	}
 }
 
 // Text renders the soak report.

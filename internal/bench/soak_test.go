@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -67,6 +68,31 @@ func TestRunSoak(t *testing.T) {
 	}
 	if !strings.Contains(rep.Text(), "B per request sent") {
 		t.Errorf("report without the live heap per request:\n%s", rep.Text())
+	}
+}
+
+// TestRunSoakTrace: with Trace, an interval that has a request slower than
+// TraceSlow (here every request) writes the flight recorder's window once,
+// as an execution trace go tool trace reads.
+func TestRunSoakTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the pipeline")
+	}
+	path := filepath.Join(t.TempDir(), "trace")
+	rep, err := RunSoak(context.Background(), SoakConfig{Duration: 2 * time.Second, Interval: time.Second, Rate: 20,
+		Protocol: ProtoE2ASSE, Frames: 2, FrameBytes: 16, Trace: path, TraceSlow: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(path + ".*")
+	if len(files) != len(rep.Samples) {
+		t.Fatalf("traces %q for %d intervals", files, len(rep.Samples))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
+			t.Errorf("%s: not an execution trace (%.20q, %v)", f, b, err)
+		}
 	}
 }
 
