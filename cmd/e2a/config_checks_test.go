@@ -177,7 +177,7 @@ func TestCommandHelpListsVariables(t *testing.T) {
 			"E2A_REQUESTS_MAX_BYTES", "E2A_RESPONSES_MAX_BYTES", "E2A_CONTROL_MAX_BYTES", "E2A_AUDIT_MAX_AGE", "E2A_AUDIT_MAX_BYTES",
 			"E2A_ARCHIVE_MAX_AGE", "E2A_ARCHIVE_MAX_BYTES", "E2A_REQUESTS_COMPRESSION", "E2A_RESPONSES_COMPRESSION",
 			"E2A_AUDIT_COMPRESSION", "E2A_DEDUPE_WINDOW", "E2A_TASKS_TTL"}},
-		{[]string{"agent", "-h"}, []string{"E2A_UPSTREAM_CARD_REFRESH", "E2A_NATS_PORT", "E2A_STORE_DIR", "E2A_METRICS_ADDR"}},
+		{[]string{"agent", "-h"}, []string{"E2A_UPSTREAM_CARD_REFRESH", "E2A_NATS_PORT", "E2A_STORE_DIR", "E2A_METRICS_ADDR", "E2A_AGENT_DEADLINE"}},
 		// Every process serves /metrics on E2A_METRICS_ADDR when set
 		// (README, Operations); push's help left it out.
 		{[]string{"push", "-h"}, []string{"E2A_METRICS_ADDR"}},

@@ -144,6 +144,8 @@ var helps = map[string]commandHelp{
   E2A_AGENT_WORKER_ID       this worker's id in its logs and its frames' provenance (default: random)
   E2A_AGENT_DRAIN_TIMEOUT   how long a stopping worker (SIGTERM) lets its requests run before it hands the
                             rest back to the pool (default 25s; 0 = at once)
+  E2A_AGENT_DEADLINE        a bound on every request of the pool from when it was stored (e.g. 10m; default 0 =
+                            none): past it the request ends deadline_exceeded, its upstream call cancelled
 ` + memoryLimitEnv + `  E2A_WORKFLOW_*            the workflow pool's policy, vault and cache (workflow/doc.go)
   E2A_UPSTREAM_KIND, E2A_UPSTREAM_URL, E2A_UPSTREAM_MODEL, E2A_UPSTREAM_SYSTEM
                             the upstream, as the flags give it (the flags win)
