@@ -112,7 +112,8 @@
 //     JSON value nothing tells apart, or a call no fragment gives a
 //     function name, is upstream_protocol_error;
 //   - the final frame: e2a.complete {"content": the full text,
-//     "finish_reason", "usage" (when the server sent it), "model",
+//     "finish_reason", "usage" (when the server sent it), "model" (the
+//     server's, else the one asked for),
 //     "refusal" (the model's refusal, delta.refusal, also written as the
 //     answer's text, when it refused)}.
 //

@@ -213,7 +213,9 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	// which unblocks a read the server's pings would hold: its body's
 	// cancel, not a context of Call's own around the client's (2
 	// allocations a call).
-	t := &turn{w: w, maxEvent: u.maxEvent, scrub: u.Scrub, callPrefix: "call_" + env.RequestID + "_",
+	// The model is the server's when a chunk names it (a dated version of
+	// the one asked for, often), else the one asked for.
+	t := &turn{w: w, maxEvent: u.maxEvent, scrub: u.Scrub, callPrefix: "call_" + env.RequestID + "_", model: u.model,
 		endCall: bridge.BodyCancel(resp.Body), grace: min(finishGrace, u.client.IdleTimeout()/2)}
 	if u.thinkOpen {
 		t.think.open()

@@ -3,6 +3,7 @@ package openai_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -33,7 +34,8 @@ func tokensCounted(t *testing.T, reg *prometheus.Registry, upstream string) map[
 // reports them (0 included); a stream without usage counts nothing; a
 // request retried before its first frame counts its answer once; a
 // request that fails counts nothing, even when the server sent its usage
-// before failing (only a final result's usage is counted).
+// before failing (only a final result's usage is counted); a stream that
+// names no model counts under the model asked for.
 func TestTokenMetrics(t *testing.T) {
 	srv := newModelServer(t)
 	p := startBridge(t, srv, setup{})
@@ -47,6 +49,17 @@ func TestTokenMetrics(t *testing.T) {
 				http.Error(w, `{"error":{"message":"busy","type":"server_error"}}`, http.StatusServiceUnavailable)
 				return true
 			}
+		case "usage without model": // llama.cpp's server before it named its model, some proxies
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			for _, ev := range []string{
+				`data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}`,
+				`data: {"id":"c2","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
+				"data: [DONE]",
+			} {
+				_, _ = fmt.Fprintf(w, "%s\n\n", ev)
+			}
+			return true
 		case "usage then failure":
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.WriteHeader(http.StatusOK)
@@ -63,14 +76,19 @@ func TestTokenMetrics(t *testing.T) {
 	})
 
 	for id, text := range map[string]string{"t-usage": "fixture:usage", "t-reasoning": "fixture:reasoning",
-		"t-text": "fixture:text", "t-error": "fixture:error", "t-failed": "usage then failure"} {
+		"t-text": "fixture:text", "t-error": "fixture:error", "t-failed": "usage then failure", "t-nomodel": "usage without model"} {
 		fs := ask(t, p, "", id, text, nil)
-		if final := fs[len(fs)-1]; (final.ResponseKind == e2a.KindError) != (id == "t-error" || id == "t-failed") {
+		final := fs[len(fs)-1]
+		if (final.ResponseKind == e2a.KindError) != (id == "t-error" || id == "t-failed") {
 			t.Fatalf("%s ended %s", id, final.ResponseKind)
 		}
+		// A server that names no model: the result names the one asked for.
+		if id == "t-nomodel" && !strings.Contains(string(final.Body), `"model":"test-model"`) {
+			t.Errorf("%s: final result %s, want the model asked for", id, final.Body)
+		}
 	}
-	if len(srv.recordedCalls()) != 6 {
-		t.Fatalf("%d calls to the server, want 6 (fixture:usage retried once)", len(srv.recordedCalls()))
+	if len(srv.recordedCalls()) != 7 {
+		t.Fatalf("%d calls to the server, want 7 (fixture:usage retried once)", len(srv.recordedCalls()))
 	}
 	want := map[string]float64{
 		// usage.sse: 19 + 4, details reported as 0.
@@ -78,6 +96,7 @@ func TestTokenMetrics(t *testing.T) {
 		"gpt-4.1-mini-2025-04-14 cached_prompt": 0, "gpt-4.1-mini-2025-04-14 reasoning": 0,
 		// reasoning.sse: no prompt_tokens_details.
 		"deepseek-reasoner prompt": 12, "deepseek-reasoner completion": 18, "deepseek-reasoner reasoning": 11,
+		"test-model prompt": 3, "test-model completion": 1,
 	}
 	got := tokensCounted(t, p.Registry, upstream)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
