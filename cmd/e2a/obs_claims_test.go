@@ -345,7 +345,7 @@ func scrape(body string) (types map[string]string, labels map[string]map[string]
 }
 
 // Every metric of docs/operations.md's table is served by `e2a dev` (the
-// archiver on) with exactly the documented labels, once the traffic that
+// archiver and the push stage on) with exactly the documented labels, once the traffic that
 // makes its series has passed (an accepted E2A request streamed over SSE,
 // a refused key); the metrics no such traffic reaches are only required
 // to be declared (# TYPE is absent for a vector without series, so those
@@ -354,7 +354,7 @@ func scrape(body string) (types map[string]string, labels map[string]map[string]
 func TestObsMetricsTable(t *testing.T) {
 	const key = "k-metrics-0a1b2c3d4e5f"
 	env := embeddedEnv("E2A_LOG_FORMAT=json", "E2A_ARCHIVE=true",
-		"E2A_API_KEYS=alice:"+key, "E2A_AUTH_SCHEMES=apiKey", "E2A_PUSH=off")
+		"E2A_API_KEYS=alice:"+key, "E2A_AUTH_SCHEMES=apiKey")
 	_, base := startObsProc(t, env, "dev")
 	if code, _ := obsPost(t, base+"/v1/requests", `{"params":{"text":"x"}}`, "X-Api-Key", "k-wrong"); code != http.StatusUnauthorized {
 		t.Fatalf("wrong key: %d", code)
