@@ -277,7 +277,8 @@ func (w wfLimits) Status(ctx context.Context, principal string) (*workflow.RateL
 		}
 		return out
 	}
-	return &workflow.RateLimitStatus{AgentID: st.AgentID, Limits: conv(st.Limits), Usage: conv(st.Usage), Remaining: conv(st.Remaining)}, nil
+	return &workflow.RateLimitStatus{AgentID: st.AgentID, Limits: conv(st.Limits), Usage: conv(st.Usage), Remaining: conv(st.Remaining),
+		Reset: st.Reset, Degraded: st.Degraded}, nil
 }
 
 // WorkflowAPI is the workflow API over the server (workflow.Host: the

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -46,13 +47,22 @@ func TestWorkflowRateLimitDefaults(t *testing.T) {
 	url := frontDoor(t, nc, ingress.WithWorkflow(workflow.New(workflow.Options{})))
 	resp, b := do(t, "GET", url+"/api/v1/rate-limit/status", "")
 	var st struct {
-		AgentID string         `json:"agent_id"`
-		Limits  map[string]int `json:"limits"`
-		Usage   map[string]int `json:"usage"`
+		AgentID string           `json:"agent_id"`
+		Limits  map[string]int   `json:"limits"`
+		Usage   map[string]int   `json:"usage"`
+		Reset   map[string]int64 `json:"reset"`
 	}
 	if resp.StatusCode != 200 || json.Unmarshal(b, &st) != nil || st.AgentID != "anonymous" ||
 		st.Limits["requests_per_minute"] != 60 || st.Limits["requests_per_hour"] != 1000 || st.Limits["requests_per_day"] != 10000 {
 		t.Fatalf("status %d %s", resp.StatusCode, b)
+	}
+	// Each window's reset (Unix seconds), as the X-RateLimit-Reset header
+	// gives the binding one's: after now, within the window's length.
+	now := time.Now().Unix()
+	for w, size := range map[string]int64{"minute": 60, "hour": 3600, "day": 86400} {
+		if r := st.Reset["requests_per_"+w]; r <= now-1 || r > now+size+1 {
+			t.Errorf("reset of the %s window %d (now %d): %s", w, r, now, b)
+		}
 	}
 	resp, _ = do(t, "GET", url+"/api/v1/capabilities", "")
 	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Limit") == "" {

@@ -56,12 +56,17 @@ type FinalWaiter interface {
 	WaitFinal(ctx context.Context, requestID string) (*e2a.Response, error)
 }
 
-// RateLimitStatus is the answer of /api/v1/rate-limit/status.
+// RateLimitStatus is the answer of /api/v1/rate-limit/status: the
+// specification's agent_id, limits, usage and remaining, and, beyond it,
+// when each window resets (Unix seconds, keyed as limits) and whether the
+// figures are one replica's own because the shared state is unavailable.
 type RateLimitStatus struct {
 	AgentID   string           `json:"agent_id"`
 	Limits    map[string]int64 `json:"limits"`
 	Usage     map[string]int64 `json:"usage"`
 	Remaining map[string]int64 `json:"remaining"`
+	Reset     map[string]int64 `json:"reset"`
+	Degraded  bool             `json:"degraded,omitempty"`
 }
 
 // RateLimits reports a principal's rate-limit state (the ingress's
