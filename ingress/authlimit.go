@@ -469,7 +469,7 @@ func ThrottledRefusal(h http.Header, err error) (f host.Refusal, ok bool) {
 	msg := "too many failed authentications from this client address; retry in " + strconv.Itoa(secs) + " s"
 	return host.Refusal{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", Message: msg, Retryable: true,
 		RPCCode: jsonrpc.CodeRateLimited, RetryAfter: time.Duration(secs) * time.Second,
-		Data: RateLimitExceeded{Error: "Too many failed authentications", Message: msg, RetryAfter: secs}}, true
+		Data: RateLimitExceeded{Error: "Too many failed authentications", Message: msg, RetryAfter: secs, Retryable: true}}, true
 }
 
 // peerAddr is the address of a gRPC call's peer ("" when unknown), the

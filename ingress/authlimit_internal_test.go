@@ -79,8 +79,14 @@ func TestAuthLimiterWindow(t *testing.T) {
 			t.Fatalf("correct key from a throttled address: %v (%+v), want ErrAuthThrottled, RetryAfter 40s, 429", err, ae)
 		}
 		h := http.Header{}
-		if f, ok := ThrottledRefusal(h, err); !ok || f.Status != 429 || h.Get("Retry-After") != "40" || f.RetryAfter != 40*time.Second {
+		f, ok := ThrottledRefusal(h, err)
+		if !ok || f.Status != 429 || h.Get("Retry-After") != "40" || f.RetryAfter != 40*time.Second {
 			t.Errorf("refusal %+v, Retry-After %q", f, h.Get("Retry-After"))
+		}
+		// The JSON-RPC data (and A2A v1.0's Struct detail) says retryable
+		// as the refusal does; it said false while E2A's body said true.
+		if d, ok := f.Data.(RateLimitExceeded); !ok || !d.Retryable || !f.Retryable {
+			t.Errorf("refusal data %+v, want retryable", f.Data)
 		}
 		if _, err := a.AuthenticateFrom(http.Header{}, peer); !errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrAuthThrottled) {
 			t.Errorf("no credential from a throttled address: %v, want the usual 401", err)

@@ -141,6 +141,7 @@ func (s *StreamLimiter) StreamLimitBody() RateLimitExceeded {
 		Error:      "Too many concurrent streams",
 		Message:    fmt.Sprintf("Too many concurrent streams: at most %d per principal", s.Max()),
 		RetryAfter: int(host.TooManyStreams.RetryAfterSeconds()),
+		Retryable:  true,
 	}
 }
 

@@ -142,10 +142,10 @@ func TestStreamLimitRendersRefusalsWait(t *testing.T) {
 	rec := httptest.NewRecorder()
 	s.WriteTooManyStreams(rec)
 	var body RateLimitExceeded
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != 429 || rec.Header().Get("Retry-After") != "3" || body.RetryAfter != 3 {
-		t.Errorf("429: %d Retry-After %q %s (%v), want the refusal's 3 s", rec.Code, rec.Header().Get("Retry-After"), rec.Body, err)
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != 429 || rec.Header().Get("Retry-After") != "3" || body.RetryAfter != 3 || !body.Retryable {
+		t.Errorf("429: %d Retry-After %q %s (%v), want the refusal's 3 s, retryable", rec.Code, rec.Header().Get("Retry-After"), rec.Body, err)
 	}
-	if d, ok := s.StreamLimitRPCError().Data.(RateLimitExceeded); !ok || d.RetryAfter != 3 {
-		t.Errorf("JSON-RPC error data %+v, want retry_after 3", s.StreamLimitRPCError().Data)
+	if d, ok := s.StreamLimitRPCError().Data.(RateLimitExceeded); !ok || d.RetryAfter != 3 || !d.Retryable {
+		t.Errorf("JSON-RPC error data %+v, want retry_after 3, retryable", s.StreamLimitRPCError().Data)
 	}
 }
