@@ -100,7 +100,7 @@ func (c Config) checkLimits() error {
 		{"E2A_WORKFLOW_MAX_OPERATIONS", c.MaxOperations < 0}, {"E2A_WORKFLOW_MAX_EXECUTION_TIME", c.MaxExecutionTime < 0},
 		{"E2A_WORKFLOW_MAX_RESPONSE_BYTES", c.MaxResponseBytes < 0}, {"E2A_WORKFLOW_MAX_LOOP_ITERATIONS", c.MaxLoopIterations < 0},
 		{"E2A_WORKFLOW_MAX_STEPS", c.MaxSteps < 0}, {"E2A_WORKFLOW_API_CALLS_PER_MINUTE", c.APICallsPerMinute < 0},
-		{"E2A_WORKFLOW_API_CALLS_PER_HOUR", c.APICallsPerHour < 0},
+		{"E2A_WORKFLOW_API_CALLS_PER_HOUR", c.APICallsPerHour < 0}, {"E2A_WORKFLOW_MAX_RETRIES", c.MaxRetries < 0},
 	} {
 		if l.neg {
 			return fmt.Errorf("workflow: config: %s must not be negative", l.name)

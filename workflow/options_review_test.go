@@ -23,6 +23,10 @@ func TestConfigOptionsRefusesNegativeLimits(t *testing.T) {
 		{"MaxExecutionTime=-1s", func(c *Config) { c.MaxExecutionTime = -time.Second }},
 		{"MaxOperations=-1", func(c *Config) { c.MaxOperations = -1 }},
 		{"MaxResponseBytes=-1", func(c *Config) { c.MaxResponseBytes = -1 }},
+		{"MaxLoopIterations=-1", func(c *Config) { c.MaxLoopIterations = -1 }},
+		{"MaxSteps=-1", func(c *Config) { c.MaxSteps = -1 }},
+		// Taken as 0 (no retry) until it was refused like the others.
+		{"MaxRetries=-1", func(c *Config) { c.MaxRetries = -1 }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
