@@ -257,6 +257,11 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *strea
 	var nc *nats.Conn
 	var url string
 	stop := func() {}
+	// The GC target of a long-running process, the server in it or not
+	// (defaultGCPercent: the stages alone gain from it too).
+	if pct := gcDefault(); pct > 0 {
+		log.Debug("GC target (GOGC unset)", "GOGC", pct)
+	}
 	if cfg.NatsURL != "" {
 		c, err := connectNATS(ctx, cfg.ConnConfig, ev.Options()...)
 		if err != nil {
@@ -281,9 +286,6 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *strea
 				return nil, nil, "", err
 			}
 			unlock = u
-		}
-		if pct := gcDefault(); pct > 0 {
-			log.Debug("GC target (GOGC unset)", "GOGC", pct)
 		}
 		// max_payload as the production servers (deploy/nats): 8 MiB, above
 		// the default E2A_MAX_BODY_BYTES (4 MiB), so what ingress accepts fits.
@@ -327,7 +329,8 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *strea
 }
 
 // defaultGCPercent is the GC target (GOGC) of e2a's long-running
-// processes (dev, serve, agent, bench) when GOGC is not set.
+// processes (dev, acp, serve, agent, push, archive; bench in process) when
+// GOGC is not set.
 //
 // A process that embeds the NATS server (e2a dev, e2a bench in process)
 // keeps the server's state per stored subject: long-lived, pointer-rich heap

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
@@ -186,8 +187,9 @@ func checkSplit(t *testing.T, main, metrics string) {
 // TestMetricsAddr: with E2A_METRICS_ADDR, `e2a dev` and `e2a agent` serve
 // /metrics only there, /healthz and /readyz on E2A_HTTP_ADDR; `e2a dev`
 // warns that E2A_MAX_BODY_BYTES exceeds the embedded server's max_payload,
-// naming the setting to change; and with GOGC unset both run the collector
-// at defaultGCPercent (go_gc_gogc_percent).
+// naming the setting to change; and with GOGC unset both (and dev on a
+// NATS server of its own) run the collector at defaultGCPercent
+// (go_gc_gogc_percent).
 func TestMetricsAddr(t *testing.T) {
 	env := embeddedEnv("E2A_METRICS_ADDR=127.0.0.1:0",
 		"E2A_LOG_FORMAT=json", "E2A_MAX_BODY_BYTES=16777216", "GOGC=")
@@ -208,6 +210,14 @@ func TestMetricsAddr(t *testing.T) {
 		_, stderr := startBin(t, env, "agent", "--pool", "demo")
 		main, metrics := splitAddrs(t, stderr, "agent pool running")
 		checkSplit(t, main, metrics)
+	})
+	// On a NATS server of its own, dev runs the stages alone, at the same
+	// GC target (it kept Go's 100 there).
+	t.Run("dev on E2A_NATS_URL", func(t *testing.T) {
+		_, nc := natstest.RunServer(t)
+		stdout, _ := startBin(t, joinEnv(nc.ConnectedUrl(), "E2A_METRICS_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "GOGC="), "dev")
+		m, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+metrics\s+(http://\S+)/metrics\s+health (http://\S+)/healthz`))
+		checkSplit(t, m[2], m[1])
 	})
 }
 
