@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"log/slog"
 	"strings"
 	"testing"
@@ -80,4 +81,30 @@ func TestConfigReadsOnlyPrefixedVariables(t *testing.T) {
 			t.Errorf("E2A_PUSH unset, PUSH=nonsense: %v", err)
 		}
 	})
+}
+
+// TestSealKeyWarning: without E2A_PUSH_SEAL_KEY a process that stores push
+// configs (e2a serve, e2a push: E2A_PUSH on or api) warns that their
+// tokens are stored as given; with E2A_PUSH=off it stores none and says
+// nothing (it warned), nor does e2a dev.
+func TestSealKeyWarning(t *testing.T) {
+	for _, c := range []struct {
+		push string
+		dev  bool
+		warn bool
+	}{{"on", false, true}, {"api", false, true}, {"off", false, false}, {"on", true, false}} {
+		t.Setenv("E2A_PUSH", c.push)
+		t.Setenv("E2A_PUSH_SEAL_KEY", "")
+		cfg, err := LoadConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		if _, _, err := pushOptions(cfg, c.dev, nil, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "E2A_PUSH_SEAL_KEY"); got != c.warn {
+			t.Errorf("E2A_PUSH=%s dev=%v: warned %v, want %v: %s", c.push, c.dev, got, c.warn, logs.String())
+		}
+	}
 }
