@@ -1,0 +1,168 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// TestDeepWorkflowValueRefused: a workflow carrying a value nested deeper
+// than the frames that would carry it allow (e2a.MaxNesting, less their
+// own levels) is refused by validation, before it runs. Inside its JSONL
+// string the body's depth check did not see it: it validated and ran, the
+// executor echoed it into its function_call frame, which every reader
+// refused, so execute answered 503 for an execution that ran (a client
+// retries it) and GET /api/v1/executions/{id} answered 503 for ever. A
+// value only as deep as the frames allow still runs and reads back.
+func TestDeepWorkflowValueRefused(t *testing.T) {
+	n := startNATS(t)
+	exec := New(Options{})
+	runPool(t, n.connect(t), exec)
+	rest := &API{Executor: exec, Submitter: jsSubmitter{n.js}, Frames: &StreamFrames{Conn: n.nc},
+		Authenticate: func(r *http.Request) (Principal, error) {
+			return Principal{ID: r.Header.Get("X-Who"), Origin: e2a.IdentityAgent}, nil
+		}}
+	call := serveAPI(t, rest)
+	nested := func(depth int) string { return strings.Repeat("[", depth) + strings.Repeat("]", depth) }
+	deep := workflowBody(lines(op("w", `{"Wait":{"duration":1,"note":`+nested(140)+`}}`), begin("w")))
+	code, body := call("alice", "POST", "/api/v1/workflows/validate", deep)
+	if code != 200 || body["valid"] != false || !strings.Contains(fmt.Sprint(body["errors"]), "nesting deeper than") {
+		t.Fatalf("validate a value 140 deep: %d %v; want invalid, naming the nesting", code, body)
+	}
+	if code, body = call("alice", "POST", "/api/v1/workflows/execute", deep); code != http.StatusBadRequest {
+		t.Fatalf("execute a value 140 deep: %d %v; want 400 before it runs", code, body)
+	}
+	// As deep as a line may be (the line's object, operation, Wait, note).
+	fits := workflowBody(lines(op("w", `{"Wait":{"duration":1,"note":`+nested(maxValueDepth-4)+`}}`), begin("w")))
+	code, body = call("alice", "POST", "/api/v1/workflows/execute", fits)
+	if code != 200 || body["status"] != StatusSuccess {
+		t.Fatalf("execute a value %d deep: %d %v", maxValueDepth-4, code, body)
+	}
+	id, _ := body["request_id"].(string)
+	if code, body = call("alice", "GET", "/api/v1/executions/"+id, ""); code != 200 || body["status"] != StatusSuccess {
+		t.Errorf("GET execution: %d %v", code, body)
+	}
+}
+
+// TestContinueOnErrorStopsAtDataLimit: Options.ContinueOnError says
+// "Timeouts, cancellation and limits still end the execution", and
+// MaxDataBytes exists to stop a runaway execution. With ContinueOnError an
+// execution past MaxDataBytes went on: the next ApiCall (a POST) was still
+// sent, its answer refused only after it acted.
+func TestContinueOnErrorStopsAtDataLimit(t *testing.T) {
+	en := newEnv(t, func(o *Options) {
+		o.ContinueOnError = true
+		o.Limits.MaxDataBytes = 64
+	})
+	wf := lines(
+		op("big", `{"ApiCall":{"method":"GET","url":"https://api.example.com/users","outputPath":"/workflow/users"}}`),
+		op("create", `{"ApiCall":{"method":"POST","url":"https://api.example.com/users","body":{"name":"x"},"outputPath":"/workflow/created"}}`),
+		begin("big", "create"))
+	out, _ := en.run(t, wf)
+	if out.Status != StatusFailed || out.Error == nil || out.Error.OperationID != "big" {
+		t.Fatalf("outcome: %+v %+v", out, out.Error)
+	}
+	if n := en.api.hit("POST /users"); n != 0 {
+		t.Errorf("the execution went on past MaxDataBytes: POST /users sent %d time(s); failed: %v", n, out.Error.Details["failedOperations"])
+	}
+}
+
+// TestLongOperationOrderValidates: a 1 MB workflow (under
+// MaxWorkflowBytes) whose beginExecution lists ~130,000 distinct operation
+// ids tied up /api/v1/workflows/validate for 15 s of CPU (walk checked each
+// id against every earlier one: quadratic; now 0.25 s) and answered one
+// error per id, an answer ~30 times the request: the report lists the
+// first 100 and counts the rest.
+func TestLongOperationOrderValidates(t *testing.T) {
+	var ids strings.Builder
+	n := 0
+	for ids.Len() < MaxWorkflowBytes-4096 {
+		if n > 0 {
+			ids.WriteString(`","`)
+		}
+		fmt.Fprintf(&ids, "%x", n)
+		n++
+	}
+	wf := lines(op("w", `{"Wait":{"duration":1}}`),
+		`{"type":"beginExecution","executionId":"e1","operationOrder":["`+ids.String()+`"]}`)
+	if len(wf) > MaxWorkflowBytes {
+		t.Fatalf("workflow of %d bytes", len(wf))
+	}
+	a := &API{Executor: New(Options{})}
+	mux := http.NewServeMux()
+	a.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang, not a timing
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/api/v1/workflows/validate", strings.NewReader(wf))
+	req.Header.Set("Content-Type", "application/jsonl")
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("validate of a %d-byte workflow (%d ids) not answered after %v: %v", len(wf), n, time.Since(t0).Round(time.Millisecond), err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer after %v: %v", time.Since(t0).Round(time.Millisecond), err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("validate: %d %.200s", resp.StatusCode, b)
+	}
+	if len(b) > 2*len(wf) {
+		t.Errorf("validate answered %d bytes for a %d-byte workflow (status %d)", len(b), len(wf), resp.StatusCode)
+	}
+	var res ValidationResult
+	if err := json.Unmarshal(b, &res); err != nil || res.Valid || len(res.Errors) != maxIssues+1 ||
+		!strings.Contains(res.Errors[maxIssues].Message, "more errors not listed") {
+		t.Errorf("validate: %d errors listed (want the first %d and a count of the rest), valid %v, %v", len(res.Errors), maxIssues, res.Valid, err)
+	}
+}
+
+// flakyFrames fails its first read (a NATS hiccup), then knows nothing yet.
+type flakyFrames struct{ calls int }
+
+func (f *flakyFrames) Frames(context.Context, string) ([]*e2a.Response, error) {
+	f.calls++
+	if f.calls == 1 {
+		return nil, fmt.Errorf("nats: timeout")
+	}
+	return nil, nil
+}
+
+type recordingSubmitter struct{ envs []*e2a.Envelope }
+
+func (s *recordingSubmitter) Submit(_ context.Context, env *e2a.Envelope) error {
+	s.envs = append(s.envs, env)
+	return nil
+}
+
+// TestExecuteReadErrorAfterQueueingIsNot503: once Submit has queued the
+// execution durably (it will run), one failed read of its frames during
+// execute's wait answered 503 "could not be read", with neither the
+// execution's id nor Location: the client could not find the execution
+// and, told the service was unavailable, submitted the workflow again (a
+// second run of its ApiCalls). The answer for an accepted execution whose
+// result is not known is 202 with its id (README: "do not submit it
+// again").
+func TestExecuteReadErrorAfterQueueingIsNot503(t *testing.T) {
+	sub := &recordingSubmitter{}
+	a := &API{Executor: New(Options{}), Submitter: sub, Frames: &flakyFrames{}, Wait: 200 * time.Millisecond, PollInterval: time.Millisecond}
+	call := serveAPI(t, a)
+	code, body := call("", "POST", "/api/v1/workflows/execute", workflowBody(lines(op("w", `{"Wait":{"duration":1}}`), begin("w"))))
+	if len(sub.envs) != 1 {
+		t.Fatalf("submitted %d times", len(sub.envs))
+	}
+	if code != http.StatusAccepted || body["request_id"] != sub.envs[0].RequestID {
+		t.Errorf("execute of a queued execution: %d %v (want 202 with request_id %s)", code, body, sub.envs[0].RequestID)
+	}
+}
