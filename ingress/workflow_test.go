@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -152,5 +153,53 @@ func TestWorkflowBearerAPIKey(t *testing.T) {
 	// Unchanged elsewhere: an API key is an X-Api-Key there.
 	if resp, _ := do(t, "POST", url+"/v1/requests", `{"params":{"text":"x"}}`, "Authorization", "Bearer "+testKey); resp.StatusCode != 401 {
 		t.Fatalf("E2A endpoint accepted an API key as a bearer token: %d", resp.StatusCode)
+	}
+}
+
+// TestWorkflowAPIRefusesCrossSiteBodies: a page on another site can make
+// its visitor's browser POST text/plain, a form or no Content-Type without
+// a CORS preflight, always with an Origin header; the workflow API read
+// such a body (text/plain as raw JSONL) and ran the workflow, where every
+// other door answers 415. From a browser those are 415 now and nothing
+// runs; curl and scripts (no Origin) still send raw JSONL as text/plain.
+func TestWorkflowAPIRefusesCrossSiteBodies(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js, _ := jetstream.New(nc)
+	url := frontDoor(t, nc, ingress.WithWorkflow(workflow.New(workflow.Options{})))
+	jsonl := `{"type":"operationUpdate","operationId":"w","operation":{"Wait":{"duration":0}}}` + "\n" +
+		`{"type":"beginExecution","executionId":"xs-1","operationOrder":["w"]}`
+	wrapped, _ := json.Marshal(map[string]string{"workflow": jsonl})
+	origin := []string{"Origin", "https://evil.example"}
+	before := streamMsgs(t, js, "E2A_REQUESTS")
+	for _, c := range []struct {
+		body string
+		hdr  []string
+	}{
+		{jsonl, append([]string{"Content-Type", "text/plain;charset=UTF-8"}, origin...)},
+		{string(wrapped), append([]string{"Content-Type", "application/x-www-form-urlencoded"}, origin...)},
+		{string(wrapped), append([]string{"Content-Type", "multipart/form-data; boundary=x"}, origin...)},
+		{string(wrapped), origin},
+	} {
+		for _, path := range []string{"/api/v1/workflows/execute", "/api/v1/workflows/validate"} {
+			resp, b := do(t, "POST", url+path, c.body, c.hdr...)
+			if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(b), "ValidationError") {
+				t.Errorf("POST %s %v: %d %s, want 415", path, c.hdr, resp.StatusCode, b)
+			}
+		}
+	}
+	if n := streamMsgs(t, js, "E2A_REQUESTS"); n != before {
+		t.Errorf("%d requests published by refused calls", n-before)
+	}
+	for _, hdr := range [][]string{
+		{"Content-Type", "text/plain"},                                  // raw JSONL from a script
+		append([]string{"Content-Type", "application/json"}, origin...), // a browser app: preflighted
+	} {
+		body := jsonl
+		if len(hdr) > 2 {
+			body = string(wrapped)
+		}
+		if resp, b := do(t, "POST", url+"/api/v1/workflows/validate", body, hdr...); resp.StatusCode != http.StatusOK {
+			t.Errorf("validate %v: %d %s, want 200", hdr, resp.StatusCode, b)
+		}
 	}
 }

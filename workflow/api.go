@@ -213,6 +213,17 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// crossSiteBody reports whether a Content-Type ct (its media type mt) is
+// one a browser posts cross-site without a CORS preflight: none, a form,
+// multipart or text/plain (or one that does not parse).
+func crossSiteBody(ct, mt string) bool {
+	switch mt {
+	case "", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data":
+		return true
+	}
+	return strings.TrimSpace(ct) == ""
+}
+
 func writeError(w http.ResponseWriter, code int, e *Error) {
 	writeJSON(w, code, e.Body())
 }
@@ -332,8 +343,19 @@ func (a *API) capabilities(w http.ResponseWriter, _ *http.Request, p Principal) 
 }
 
 // readWorkflow reads {"workflow": "..."} (or a raw JSONL body sent as
-// application/jsonl, application/x-ndjson or text/plain).
+// application/jsonl, application/x-ndjson or text/plain). A body a browser
+// can post cross-site without a CORS preflight (text/plain, a form, no
+// Content-Type: crossSiteBody) is refused 415 when a browser sent it (an
+// Origin header), as at every other door: a page must not run workflows
+// through its visitor's browser.
 func (a *API) readWorkflow(w http.ResponseWriter, r *http.Request) (string, bool) {
+	ct := r.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	if r.Header.Get("Origin") != "" && crossSiteBody(ct, mt) {
+		writeError(w, http.StatusUnsupportedMediaType, &Error{Type: ValidationError,
+			Message: fmt.Sprintf("Content-Type %q is not accepted from a browser: send the body as application/json", ct)})
+		return "", false
+	}
 	max := a.MaxBodyBytes
 	if max == 0 {
 		max = MaxWorkflowBytes + 64<<10
@@ -353,7 +375,6 @@ func (a *API) readWorkflow(w http.ResponseWriter, r *http.Request) (string, bool
 		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: "the body is not valid UTF-8"})
 		return "", false
 	}
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch mt {
 	case "application/jsonl", "application/x-ndjson", "application/x-jsonlines", "text/plain":
 		return string(body), true
