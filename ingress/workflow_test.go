@@ -165,7 +165,10 @@ func TestWorkflowBearerAPIKey(t *testing.T) {
 func TestWorkflowAPIRefusesCrossSiteBodies(t *testing.T) {
 	_, nc := natstest.RunServer(t)
 	js, _ := jetstream.New(nc)
-	url := frontDoor(t, nc, ingress.WithWorkflow(workflow.New(workflow.Options{})))
+	// No workflow pool runs: an execute the API wrongly takes waits for its
+	// result the caller's maxExecutionTime and 5 s, kept short here so the
+	// test fails in seconds, not minutes.
+	url := frontDoor(t, nc, ingress.WithWorkflow(workflow.New(workflow.Options{Limits: workflow.Limits{MaxExecutionTime: time.Second}})))
 	jsonl := `{"type":"operationUpdate","operationId":"w","operation":{"Wait":{"duration":0}}}` + "\n" +
 		`{"type":"beginExecution","executionId":"xs-1","operationOrder":["w"]}`
 	wrapped, _ := json.Marshal(map[string]string{"workflow": jsonl})
