@@ -57,6 +57,9 @@ type want struct {
 var fixtures = map[string]want{
 	"text": {id: "chatcmpl-BtextPlain0001", model: "gpt-4.1-mini-2025-04-14",
 		content: "Hello! How can I help you today?", finish: "stop"},
+	// A stream whose chunks name no model (older llama.cpp servers, some
+	// proxies): the bridge names the model it asked for (model "").
+	"usage_nomodel": {id: "chatcmpl-NoModelNamed0013", content: "Hi", finish: "stop", totalTokens: 4},
 	"usage": {id: "chatcmpl-BusageChunk0002", model: "gpt-4.1-mini-2025-04-14",
 		content: "Paris is the capital.", finish: "stop", totalTokens: 23},
 	"reasoning": {id: "0f6c2b3e-7a41-4d1c-9b8e-reasoning003", model: "deepseek-reasoner",

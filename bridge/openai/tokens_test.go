@@ -49,17 +49,6 @@ func TestTokenMetrics(t *testing.T) {
 				http.Error(w, `{"error":{"message":"busy","type":"server_error"}}`, http.StatusServiceUnavailable)
 				return true
 			}
-		case "usage without model": // llama.cpp's server before it named its model, some proxies
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(http.StatusOK)
-			for _, ev := range []string{
-				`data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}`,
-				`data: {"id":"c2","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
-				"data: [DONE]",
-			} {
-				_, _ = fmt.Fprintf(w, "%s\n\n", ev)
-			}
-			return true
 		case "usage then failure":
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.WriteHeader(http.StatusOK)
@@ -76,7 +65,7 @@ func TestTokenMetrics(t *testing.T) {
 	})
 
 	for id, text := range map[string]string{"t-usage": "fixture:usage", "t-reasoning": "fixture:reasoning",
-		"t-text": "fixture:text", "t-error": "fixture:error", "t-failed": "usage then failure", "t-nomodel": "usage without model"} {
+		"t-text": "fixture:text", "t-error": "fixture:error", "t-failed": "usage then failure", "t-nomodel": "fixture:usage_nomodel"} {
 		fs := ask(t, p, "", id, text, nil)
 		final := fs[len(fs)-1]
 		if (final.ResponseKind == e2a.KindError) != (id == "t-error" || id == "t-failed") {
