@@ -174,6 +174,7 @@ func TestCapacityPerRequest(t *testing.T) {
 		{"E2A_REQUESTS B/request", float64(reqBytes) / n, readmeBytesPerRequest["E2A_REQUESTS"]},
 		{"E2A_RESPONSES B/request", float64(respBytes) / n, readmeBytesPerRequest["E2A_RESPONSES"]},
 		{"E2A_AUDIT B/request", float64(auditBytes) / n, readmeBytesPerRequest["E2A_AUDIT"]},
+		{"KV_E2A_INDEX B/request", float64(indexBytes) / n, readmeBytesPerRequest["KV_E2A_INDEX"]},
 	} {
 		if c.got < 0.75*c.want || c.got > 1.25*c.want {
 			t.Errorf("%s: measured %.0f, docs/capacity.md says %.0f", c.what, c.got, c.want)
@@ -196,6 +197,9 @@ func TestCapacityPerRequest(t *testing.T) {
 	_, tasksAfter := p.streamState(t, "KV_"+streams.TasksBucket)
 	_, indexAfter := p.streamState(t, "KV_"+console.Bucket)
 	t.Logf("A2A: KV_E2A_TASKS %4.0f B/request, KV_E2A_INDEX %4.0f B/request", float64(tasksAfter-tasksBytes)/m, float64(indexAfter-indexBytes)/m)
+	if got, want := float64(indexAfter-indexBytes)/m, readmeBytesPerRequest["KV_E2A_INDEX A2A"]; got < 0.75*want || got > 1.25*want {
+		t.Errorf("KV_E2A_INDEX B/request, A2A: measured %.0f, docs/capacity.md says %.0f", got, want)
+	}
 	t.Logf("live subjects %6.2f /request (E2A_REQUESTS, E2A_RESPONSES, KV_E2A_TASKS), A2A new task; the index %d in all",
 		float64(a2aSubjects)/m, p.indexSubjects(t))
 	if a2aSubjects != readmeSubjectsPerA2ARequest*m {
@@ -353,9 +357,13 @@ func (p *pipeline) sendA2A(t *testing.T, n int) {
 
 // readmeBytesPerRequest are the figures of docs/capacity.md.
 var readmeBytesPerRequest = map[string]float64{
-	"E2A_REQUESTS":  520,
+	"E2A_REQUESTS":  602,
 	"E2A_RESPONSES": 5085,
 	"E2A_AUDIT":     5786,
+	// The console index: an E2A request with a session, an A2A request
+	// starting a task.
+	"KV_E2A_INDEX":     379,
+	"KV_E2A_INDEX A2A": 683,
 }
 
 // The memory figures of docs/capacity.md (Memory): live subjects of an E2A

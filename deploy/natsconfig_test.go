@@ -526,13 +526,19 @@ func checkStoreFits(t *testing.T, where string, maxStore, volume int64) {
 	t.Helper()
 	env := configMapEnv(t)
 	sum := int64(streams.PushDeadMaxBytes)
-	for _, k := range []string{"E2A_REQUESTS_MAX_BYTES", "E2A_RESPONSES_MAX_BYTES", "E2A_CONTROL_MAX_BYTES", "E2A_AUDIT_MAX_BYTES", "E2A_ARCHIVE_MAX_BYTES"} {
+	bound := func(k string) int64 {
 		n, err := strconv.ParseInt(env[k], 10, 64)
 		if err != nil || n <= 0 {
-			t.Errorf("k8s/config.yaml %s = %q: every stream must be bounded", k, env[k])
+			t.Errorf("k8s/config.yaml %s = %q: every stream and bucket must be bounded", k, env[k])
 		}
-		sum += n
+		return n
 	}
+	for _, k := range []string{"E2A_REQUESTS_MAX_BYTES", "E2A_RESPONSES_MAX_BYTES", "E2A_CONTROL_MAX_BYTES", "E2A_AUDIT_MAX_BYTES",
+		"E2A_ARCHIVE_MAX_BYTES", "E2A_INDEX_MAX_BYTES"} {
+		sum += bound(k)
+	}
+	// Every key-value bucket a deployment's processes create.
+	sum += int64(len(streams.Buckets)) * bound("E2A_KV_MAX_BYTES")
 	if maxStore <= 0 || float64(maxStore) > 0.85*float64(volume) || sum > maxStore {
 		t.Errorf("%s: max_file_store %d for a %d B volume; the streams' limits add up to %d", where, maxStore, volume, sum)
 	}

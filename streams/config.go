@@ -48,6 +48,11 @@ const (
 	BridgeBucket = "E2A_BRIDGE"
 )
 
+// Buckets are the key-value buckets the pipeline's processes create, each
+// bounded by Config.KeyValueMaxBytes.
+var Buckets = []string{TasksBucket, IdempotencyBucket, RateLimitBucket, WorkflowLocalBucket, WorkflowSessionBucket,
+	WorkflowCacheBucket, BridgeBucket, PushBucket}
+
 const (
 	// MiB is 1 << 20 bytes.
 	MiB = int64(1) << 20
@@ -124,6 +129,23 @@ type Config struct {
 	// first). Unlimited (-1) or > 0. Default 1 GiB.
 	ArchiveMaxBytes int64
 
+	// IndexMaxBytes bounds the console's index stream (KV_E2A_INDEX,
+	// package egress/console; DiscardOld: the oldest records go first, so
+	// under a rate its age does not hold the console's listing reaches
+	// back less far). Unlimited (-1) or > 0. Default 512 MiB.
+	IndexMaxBytes int64
+	// KeyValueMaxBytes bounds each key-value bucket (KeyValueConfig:
+	// E2A_TASKS, E2A_IDEMPOTENCY, E2A_RATELIMIT, E2A_BRIDGE, the workflow's
+	// A2E_LOCAL, A2E_SESSION, A2E_CACHE; PushBucketConfig's E2A_PUSH: every
+	// one of Buckets). A full bucket refuses
+	// new writes (a key-value bucket discards new) until entries expire or
+	// are deleted: a continuing turn is answered 503, a StoreData fails
+	// retryable, and no other stream is touched. Without it a bucket
+	// grows into the space JetStream keeps for the bounded streams, and
+	// once the server's max_file_store is used up it refuses writes to
+	// every stream. Unlimited (-1) or > 0. Default 256 MiB.
+	KeyValueMaxBytes int64
+
 	// RequestsCompression, ResponsesCompression and AuditCompression are
 	// the storage compression of E2A_REQUESTS, E2A_RESPONSES and E2A_AUDIT:
 	// jetstream.NoCompression or jetstream.S2Compression (nats-server
@@ -154,7 +176,8 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults with one replica on file storage: every
-// stream bounded by age and bytes, 4.06 GiB in all, small enough for the
+// stream bounded by age and bytes, 5.06 GiB in all (and the console's
+// index 512 MiB, each key-value bucket 256 MiB), small enough for the
 // embedded server on a laptop (JetStream reserves each stream's MaxBytes on
 // every server holding a replica). Set Replicas to 3 for a production
 // cluster, and size the byte limits to its volumes (README, "Capacity";
@@ -176,6 +199,8 @@ func DefaultConfig() Config {
 		AuditCompression:  jetstream.NoCompression,
 		ArchiveMaxAge:     90 * 24 * time.Hour,
 		ArchiveMaxBytes:   1 * GiB,
+		IndexMaxBytes:     512 * MiB,
+		KeyValueMaxBytes:  256 * MiB,
 		TasksHistory:      5,
 		TasksTTL:          72 * time.Hour,
 		IdempotencyTTL:    24 * time.Hour,
@@ -230,6 +255,8 @@ func (c Config) Validate() error {
 	size("ControlMaxBytes", c.ControlMaxBytes)
 	size("AuditMaxBytes", c.AuditMaxBytes)
 	size("ArchiveMaxBytes", c.ArchiveMaxBytes)
+	size("IndexMaxBytes", c.IndexMaxBytes)
+	size("KeyValueMaxBytes", c.KeyValueMaxBytes)
 	for _, z := range []struct {
 		name string
 		c    jetstream.StoreCompression

@@ -29,6 +29,8 @@ func TestConfigValidate(t *testing.T) {
 		"responses bytes -2":      func(c *streams.Config) { c.ResponsesMaxBytes = -2 },
 		"control bytes 0":         func(c *streams.Config) { c.ControlMaxBytes = 0 },
 		"audit bytes 0":           func(c *streams.Config) { c.AuditMaxBytes = 0 },
+		"index bytes 0":           func(c *streams.Config) { c.IndexMaxBytes = 0 },
+		"kv bytes -2":             func(c *streams.Config) { c.KeyValueMaxBytes = -2 },
 		"audit partitions 0":      func(c *streams.Config) { c.AuditPartitions = 0 },
 		"audit partitions 2000":   func(c *streams.Config) { c.AuditPartitions = 2000 },
 		"audit age tiny":          func(c *streams.Config) { c.AuditMaxAge = time.Millisecond },

@@ -191,8 +191,9 @@ var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 //     workflow executor's buckets, created by the workflow pool.
 //   - E2A_BRIDGE: one revision, TasksTTL; created by the bridge pools.
 //
-// Any other valid bucket name gets one revision and no TTL; adjust the
-// returned value as needed and pass it to Apply with WithKeyValue.
+// Every bucket is bounded by KeyValueMaxBytes. Any other valid bucket
+// name gets one revision and no TTL; adjust the returned value as needed
+// and pass it to Apply with WithKeyValue.
 //
 // It returns ErrInvalidConfig when bucket is not a valid bucket name
 // ([a-zA-Z0-9_-]+).
@@ -205,6 +206,7 @@ func (c Config) KeyValueConfig(bucket string) (jetstream.KeyValueConfig, error) 
 		History:  1,
 		Storage:  c.Storage,
 		Replicas: c.Replicas,
+		MaxBytes: c.KeyValueMaxBytes,
 	}
 	switch bucket {
 	case TasksBucket:

@@ -74,6 +74,7 @@ func StartInMemory(ctx context.Context, opts ...InMemoryOption) (*InMemory, erro
 	cfg.Storage = jetstream.MemoryStorage
 	cfg.RequestsMaxBytes, cfg.ResponsesMaxBytes, cfg.ControlMaxBytes = inMemoryMaxBytes, inMemoryMaxBytes, inMemoryMaxBytes
 	cfg.AuditMaxBytes, cfg.ArchiveMaxBytes = inMemoryMaxBytes, inMemoryMaxBytes
+	cfg.IndexMaxBytes, cfg.KeyValueMaxBytes = inMemoryMaxBytes, inMemoryMaxBytes
 	for _, f := range o.adjust {
 		f(&cfg)
 	}

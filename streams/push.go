@@ -28,8 +28,8 @@ const (
 )
 
 // PushBucketConfig returns the definition of E2A_PUSH: one revision per
-// key, TasksTTL (0: no expiry), direct gets allowed (every frame of a task
-// reads its configs and every delivery its cursor).
+// key, TasksTTL (0: no expiry), KeyValueMaxBytes, direct gets allowed
+// (every frame of a task reads its configs and every delivery its cursor).
 func (c Config) PushBucketConfig() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      PushBucket,
@@ -38,6 +38,7 @@ func (c Config) PushBucketConfig() jetstream.KeyValueConfig {
 		TTL:         c.TasksTTL,
 		Storage:     c.Storage,
 		Replicas:    c.Replicas,
+		MaxBytes:    c.KeyValueMaxBytes,
 	}
 }
 

@@ -74,6 +74,11 @@ type Config struct {
 	// oldest batches dropped; age 0 = bytes only, bytes -1 = unlimited).
 	ArchiveMaxAge   time.Duration `envconfig:"E2A_ARCHIVE_MAX_AGE" default:"2160h"`
 	ArchiveMaxBytes int64         `envconfig:"E2A_ARCHIVE_MAX_BYTES" default:"1073741824"`
+	// IndexMaxBytes bounds the console's index (KV_E2A_INDEX; oldest
+	// records dropped); KVMaxBytes each key-value bucket (a full one
+	// refuses new writes; streams.Config.KeyValueMaxBytes). -1 = unlimited.
+	IndexMaxBytes int64 `envconfig:"E2A_INDEX_MAX_BYTES" default:"536870912"`
+	KVMaxBytes    int64 `envconfig:"E2A_KV_MAX_BYTES" default:"268435456"`
 	// Archive: `e2a dev` runs the archiver in its process (default false:
 	// in one process it costs 11-19 % of the requests/s and ≈ 120 MB of
 	// heap, and dev's E2A_AUDIT keeps up to 90 days in 2 GiB, ≈ 280,000 requests; `e2a
@@ -261,6 +266,7 @@ var streamVars = strings.NewReplacer(
 	"RequestsMaxBytes", "E2A_REQUESTS_MAX_BYTES", "ResponsesMaxBytes", "E2A_RESPONSES_MAX_BYTES",
 	"ControlMaxBytes", "E2A_CONTROL_MAX_BYTES", "AuditMaxAge", "E2A_AUDIT_MAX_AGE", "AuditMaxBytes", "E2A_AUDIT_MAX_BYTES",
 	"ArchiveMaxAge", "E2A_ARCHIVE_MAX_AGE", "ArchiveMaxBytes", "E2A_ARCHIVE_MAX_BYTES", "Duplicates", "E2A_DEDUPE_WINDOW",
+	"IndexMaxBytes", "E2A_INDEX_MAX_BYTES", "KeyValueMaxBytes", "E2A_KV_MAX_BYTES",
 	"Replicas", "E2A_REPLICAS", "TasksTTL", "E2A_TASKS_TTL")
 
 // checkLimits refuses negative limits (0 turns each off; a negative one
@@ -443,6 +449,8 @@ func (c Config) StreamsConfig() streams.Config {
 	s.AuditMaxBytes = c.AuditMaxBytes
 	s.ArchiveMaxAge = c.ArchiveMaxAge
 	s.ArchiveMaxBytes = c.ArchiveMaxBytes
+	s.IndexMaxBytes = c.IndexMaxBytes
+	s.KeyValueMaxBytes = c.KVMaxBytes
 	s.RequestsCompression = c.RequestsCompression.store()
 	s.ResponsesCompression = c.ResponsesCompression.store()
 	s.AuditCompression = c.AuditCompression.store()

@@ -176,7 +176,7 @@ func TestCommandHelpListsVariables(t *testing.T) {
 		{[]string{"streams", "apply", "-h"}, []string{"E2A_REPLICAS", "E2A_REQUESTS_MAX_AGE", "E2A_RESPONSES_MAX_AGE",
 			"E2A_REQUESTS_MAX_BYTES", "E2A_RESPONSES_MAX_BYTES", "E2A_CONTROL_MAX_BYTES", "E2A_AUDIT_MAX_AGE", "E2A_AUDIT_MAX_BYTES",
 			"E2A_ARCHIVE_MAX_AGE", "E2A_ARCHIVE_MAX_BYTES", "E2A_REQUESTS_COMPRESSION", "E2A_RESPONSES_COMPRESSION",
-			"E2A_AUDIT_COMPRESSION", "E2A_DEDUPE_WINDOW", "E2A_TASKS_TTL"}},
+			"E2A_AUDIT_COMPRESSION", "E2A_DEDUPE_WINDOW", "E2A_TASKS_TTL", "E2A_INDEX_MAX_BYTES", "E2A_KV_MAX_BYTES"}},
 		{[]string{"agent", "-h"}, []string{"E2A_UPSTREAM_CARD_REFRESH", "E2A_NATS_PORT", "E2A_STORE_DIR", "E2A_METRICS_ADDR", "E2A_AGENT_DEADLINE"}},
 		// Every process serves /metrics on E2A_METRICS_ADDR when set
 		// (README, Operations); push's help left it out.
@@ -210,7 +210,7 @@ func TestCommandHelpListsVariables(t *testing.T) {
 // E2A_DEDUPE_WINDOW=0, "ResponsesMaxAge").
 func TestStreamLimitErrorsNameVariable(t *testing.T) {
 	for _, kv := range []string{"E2A_DEDUPE_WINDOW=0", "E2A_RESPONSES_MAX_AGE=-1h", "E2A_REQUESTS_MAX_BYTES=0",
-		"E2A_CONTROL_MAX_BYTES=-2", "E2A_AUDIT_MAX_AGE=-5h"} {
+		"E2A_CONTROL_MAX_BYTES=-2", "E2A_AUDIT_MAX_AGE=-5h", "E2A_INDEX_MAX_BYTES=0", "E2A_KV_MAX_BYTES=-2"} {
 		name, _, _ := strings.Cut(kv, "=")
 		code, _, errOut := runBin(t, embeddedEnv("E2A_LOG_LEVEL=error", kv), "dev")
 		if code == 0 || !strings.Contains(errOut, name) {

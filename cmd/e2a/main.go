@@ -195,8 +195,8 @@ var helps = map[string]commandHelp{
 		env: fmt.Sprintf(natsEnv, "required") + `  E2A_REPLICAS              replicas of every stream (3 in production)
   E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_REQUESTS_MAX_BYTES, E2A_RESPONSES_MAX_BYTES,
   E2A_CONTROL_MAX_BYTES, E2A_DEDUPE_WINDOW, E2A_TASKS_TTL, E2A_AUDIT_MAX_AGE, E2A_AUDIT_MAX_BYTES,
-  E2A_ARCHIVE_MAX_AGE, E2A_ARCHIVE_MAX_BYTES
-                            the streams' limits (use the same values everywhere)
+  E2A_ARCHIVE_MAX_AGE, E2A_ARCHIVE_MAX_BYTES, E2A_INDEX_MAX_BYTES, E2A_KV_MAX_BYTES
+                            the streams' and buckets' limits (use the same values everywhere)
   E2A_REQUESTS_COMPRESSION, E2A_RESPONSES_COMPRESSION, E2A_AUDIT_COMPRESSION
                             none or s2 (docs/capacity.md)
 `},

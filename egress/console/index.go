@@ -233,8 +233,9 @@ func joinEntry(r record, p *progress, cursor uint64) Entry {
 // (KV_E2A_INDEX) for the streams configuration cfg: its replicas and
 // storage, no limit of messages per subject (its subjects are shared by
 // many requests), a duplicate window for a redelivered batch, direct gets,
-// and messages expiring after ttl (cfg.ResponsesMaxAge when ttl is 0: a
-// request whose frames are gone cannot be opened anyway). Pass it to
+// messages expiring after ttl (cfg.ResponsesMaxAge when ttl is 0: a
+// request whose frames are gone cannot be opened anyway) and bounded by
+// cfg.IndexMaxBytes, the oldest dropped first (0: unlimited). Pass it to
 // streams.Apply with streams.WithStream to provision it with the rest: on
 // a stream an earlier build made as a key-value bucket (one message per
 // subject), Apply lifts the limit in place.
@@ -246,6 +247,10 @@ func IndexStreamConfig(cfg streams.Config, ttl time.Duration) jetstream.StreamCo
 		ttl = DefaultIndexTTL
 	}
 	replicas := max(cfg.Replicas, 1)
+	maxBytes := cfg.IndexMaxBytes
+	if maxBytes <= 0 {
+		maxBytes = -1
+	}
 	return jetstream.StreamConfig{
 		Name:              kvStream,
 		Description:       "E2A console index of recent requests",
@@ -253,7 +258,7 @@ func IndexStreamConfig(cfg streams.Config, ttl time.Duration) jetstream.StreamCo
 		Retention:         jetstream.LimitsPolicy,
 		MaxMsgsPerSubject: -1,
 		MaxMsgs:           -1,
-		MaxBytes:          -1,
+		MaxBytes:          maxBytes,
 		MaxMsgSize:        -1,
 		MaxConsumers:      -1,
 		MaxAge:            ttl,
@@ -283,14 +288,14 @@ type indexer struct {
 
 // ensureIndex checks the index stream, creating or updating it when it is
 // missing, keeps one message per subject (a key-value bucket of an earlier
-// build) or has another max age. A stream that keeps one message per
+// build) or has another max age or byte bound. A stream that keeps one message per
 // subject and cannot be updated (a NATS user without the right) is an
 // error: records on shared subjects would replace each other.
 func ensureIndex(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
 	s, err := js.Stream(ctx, cfg.Name)
 	if err == nil {
 		have := s.CachedInfo().Config
-		if have.MaxMsgsPerSubject <= 0 && have.MaxAge == cfg.MaxAge {
+		if have.MaxMsgsPerSubject <= 0 && have.MaxAge == cfg.MaxAge && have.MaxBytes == cfg.MaxBytes {
 			return nil
 		}
 	}

@@ -229,7 +229,11 @@ func TestIndexProvisioning(t *testing.T) {
 	ctx := context.Background()
 	cfg := natstest.Config()
 	sc := console.IndexStreamConfig(cfg, 0)
-	if sc.Name != "KV_"+console.Bucket || sc.MaxAge != cfg.ResponsesMaxAge || sc.MaxMsgsPerSubject != -1 || !sc.AllowDirect {
+	// Bounded in bytes too, oldest first: an unbounded stream grows into
+	// the space the others' reservations leave, and the server refuses
+	// writes to every stream once max_file_store is used up.
+	if sc.Name != "KV_"+console.Bucket || sc.MaxAge != cfg.ResponsesMaxAge || sc.MaxMsgsPerSubject != -1 || !sc.AllowDirect ||
+		sc.MaxBytes != cfg.IndexMaxBytes || sc.MaxBytes <= 0 || sc.Discard != jetstream.DiscardOld {
 		t.Fatalf("index stream config %+v", sc)
 	}
 	if rep, err := streams.Apply(ctx, js, cfg, streams.WithStream(sc)); err != nil {
