@@ -5,6 +5,7 @@ package main
 // values. Each test names what it failed on before it passed.
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/url"
@@ -18,6 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -340,6 +345,26 @@ func TestStagePortTaken(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%s: exit %d, want %q: %s", c.what, code, c.want, strings.TrimSpace(errOut))
 		}
+	}
+	// A bridge worker whose port is taken stops before its pool's card is
+	// published: clients were shown an agent card for a pool no worker
+	// serves (its requests 404 unknown_agent) until the card expired.
+	up := testkit.NewAnswerer(t, "application/json", nil)
+	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:" + port, "E2A_LOG_LEVEL=error"},
+		"agent", "--pool", "taken", "--http", up.URL)
+	if code != 1 || !strings.Contains(errOut, "E2A_HTTP_ADDR") {
+		t.Errorf("bridge agent, HTTP taken: exit %d: %s", code, strings.TrimSpace(errOut))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if info, found, err := bridge.LookupPool(ctx, js, "taken"); err != nil || found {
+		t.Errorf("the pool of a worker that did not start: card %+v found %v (%v)", info, found, err)
 	}
 }
 

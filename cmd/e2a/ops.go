@@ -289,18 +289,49 @@ func startNATSStage(ctx context.Context, cfg Config, stage, embedded string) (lo
 // args are the log line saying the stage runs; its "ops" address is
 // added.
 func serveOps(ctx context.Context, cfg Config, mux http.Handler, reg *prometheus.Registry, log *slog.Logger, run func() error, msg string, args ...any) error {
+	o, err := listenOps(ctx, cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer o.close()
+	return o.serve(ctx, cfg, mux, log, run, msg, args...)
+}
+
+// opsListeners are a stage's operations listeners, open before the stage
+// does anything others see (a bridge pool's card published): a port
+// taken then stops the process with nothing left behind.
+type opsListeners struct {
+	ln          net.Listener
+	stopMetrics func()
+}
+
+// listenOps opens E2A_METRICS_ADDR (serving /metrics at once) and
+// E2A_HTTP_ADDR; close them with close when serve is not called.
+func listenOps(ctx context.Context, cfg Config, reg *prometheus.Registry, log *slog.Logger) (*opsListeners, error) {
 	_, stopMetrics, err := serveMetrics(ctx, cfg, reg, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer stopMetrics()
 	ln, err := listenHTTP(cfg.HTTPAddr)
 	if err != nil {
-		return err
+		stopMetrics()
+		return nil, err
 	}
+	return &opsListeners{ln: ln, stopMetrics: stopMetrics}, nil
+}
+
+// close stops the metrics listener and closes the operations one (which
+// serve's server closes itself: closing it again is harmless).
+func (o *opsListeners) close() {
+	o.stopMetrics()
+	_ = o.ln.Close()
+}
+
+// serve is serveOps on the listeners o.
+func (o *opsListeners) serve(ctx context.Context, cfg Config, mux http.Handler, log *slog.Logger, run func() error, msg string, args ...any) error {
 	srv := newOpsServer(ctx, mux)
 	done := make(chan error, 1)
 	go func() { done <- run() }()
-	log.Info(msg, append(args, "ops", ln.Addr().String())...)
-	return serveUntil(ctx, srv, ln, log, done, 1, cfg.AgentDrainTimeout)
+	log.Info(msg, append(args, "ops", o.ln.Addr().String())...)
+	return serveUntil(ctx, srv, o.ln, log, done, 1, cfg.AgentDrainTimeout)
 }

@@ -166,6 +166,13 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Listening first: a port taken stops the worker before a bridge
+	// pool's card is published for a pool no worker serves.
+	ops, err := listenOps(ctx, cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer ops.close()
 	var h agent.Handler
 	switch {
 	case bridged:
@@ -195,7 +202,7 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	}
 	mux := http.NewServeMux()
 	mountOps(mux, cfg, newOpsMux(reg, nc, js, agentNeeds(*pool, bridged)))
-	return serveOps(ctx, cfg, mux, reg, log, func() error {
+	return ops.serve(ctx, cfg, mux, log, func() error {
 		return agent.Run(ctx, nc, *pool, h, append(runOpts, agent.WithMetrics(reg), agent.WithLogger(log))...)
 	}, "agent pool running", "pool", *pool, "worker", workerID)
 }
