@@ -26,7 +26,9 @@ func Example() {
 		words := strings.Fields(env.ParamString("text"))
 		for _, word := range words {
 			select {
-			case <-ctx.Done(): // cancelled, deadline, shutdown: the runtime writes the final frame
+			case <-ctx.Done():
+				// Cancelled or past its deadline: the runtime writes the final
+				// frame. Shutdown: it hands the request back to the pool.
 				return ctx.Err()
 			default:
 			}

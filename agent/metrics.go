@@ -14,7 +14,7 @@ const (
 	OutcomeCancelled     = "cancelled"      // cancelled by the client; final e2a.error cancelled
 	OutcomeDeadline      = "deadline"       // final e2a.error deadline_exceeded
 	OutcomeInterrupted   = "interrupted"    // redelivered partial request, handler cannot resume
-	OutcomeMaxDeliveries = "max_deliveries" // final e2a.error max_deliveries written from the advisory
+	OutcomeMaxDeliveries = "max_deliveries" // final e2a.error max_deliveries written at the give-up delivery (or, its backstop, from the advisory)
 	OutcomeAlreadyFinal  = "already_final"  // redelivered request already had its final frame: acked
 	OutcomeFenced        = "fenced"         // another worker owns the request: this delivery stopped
 	OutcomeHandedBack    = "handed_back"    // shutdown: handed back to the pool (Nak)

@@ -16,7 +16,7 @@ import (
 // --pool js --http URL`) works: the start's check GETs the URL, which the
 // example answers 405. It JSON.parsed the empty body of that GET, threw,
 // and the Node process died, so `e2a agent` exited 1. (TestAgentBridgeHTTP
-// runs the Python example, which answers the GET 501.)
+// runs the Python example, which answers the GET 204.)
 func TestAgentBridgeHTTPNodeExample(t *testing.T) {
 	port := proctest.Start(t, proctest.Node(t), "../../examples/httpagent/agent.mjs", "0")
 	dev := startDev(t, nil)

@@ -23,7 +23,7 @@ var Shout = agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w age
 	words := strings.Fields(env.ParamString("text"))
 	for _, word := range words {
 		if err := w.Chunk(e2a.DeltaText, strings.ToUpper(word)+" "); err != nil {
-			return err // fenced, cancelled or shutting down: the runtime closes the request
+			return err // fenced, cancelled or shutting down: the runtime takes it from here
 		}
 	}
 	return w.Complete(map[string]any{"words": len(words)})
@@ -36,20 +36,27 @@ func main() {
 	if url == "" {
 		url = "nats://127.0.0.1:4222" // the embedded server of `e2a dev`
 	}
-	if err := run(ctx, url, "shout", slog.Default()); err != nil {
+	api := os.Getenv("E2A_HTTP_ADDR") // `e2a dev`'s HTTP address, when moved off 8080
+	if api == "" {
+		api = "localhost:8080"
+	} else if strings.HasPrefix(api, ":") {
+		api = "localhost" + api
+	}
+	if err := run(ctx, url, api, "shout", slog.Default()); err != nil {
 		slog.Error("shout", "err", err)
 		os.Exit(1)
 	}
 }
 
-// run serves pool on the NATS server at url until ctx is done.
-func run(ctx context.Context, url, pool string, log *slog.Logger) error {
+// run serves pool on the NATS server at url until ctx is done; its start
+// line tells how to try it on the HTTP address api.
+func run(ctx context.Context, url, api, pool string, log *slog.Logger) error {
 	nc, err := nats.Connect(url, nats.Name("agent-"+pool))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	log.Info("agent serving", "pool", pool, "nats", nc.ConnectedUrl(),
-		"try", "curl -N 'localhost:8080/v1/requests?agent="+pool+"' -H 'Accept: text/event-stream' -d '{\"params\":{\"text\":\"hi there\"}}'")
+		"try", "curl -N '"+api+"/v1/requests?agent="+pool+"' -H 'Accept: text/event-stream' -d '{\"params\":{\"text\":\"hi there\"}}'")
 	return agent.Run(ctx, nc, pool, Shout, agent.WithConcurrency(32), agent.WithLogger(log))
 }

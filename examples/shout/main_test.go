@@ -26,7 +26,9 @@ func TestShout(t *testing.T) {
 	var logs bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, srv.ClientURL(), "shout", slog.New(slog.NewJSONHandler(&logs, nil))) }()
+	go func() {
+		done <- run(ctx, srv.ClientURL(), "127.0.0.1:18080", "shout", slog.New(slog.NewJSONHandler(&logs, nil)))
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 
 	live, _ := subjects.Live("shout-1")
@@ -67,6 +69,9 @@ func TestShout(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"msg":"agent serving","pool":"shout"`) {
 		t.Errorf("no start line naming the pool: %s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "curl -N '127.0.0.1:18080/v1/requests?agent=shout'") {
+		t.Errorf("the start line's hint does not name the HTTP address given: %s", logs.String())
 	}
 }
 

@@ -20,7 +20,7 @@ type brokerWork struct {
 	taskWrites uint64
 }
 
-// wantBrokerWork is the README's table ("Broker work per request"), for m
+// wantBrokerWork is docs/benchmarks.md's table ("Broker work per request"), for m
 // response messages per request (the 8 frames are stored as bursts: one
 // message when the handler writes them all before the first is taken, 8
 // when each waits for the previous PubAck). The E2A calls send the request,
@@ -60,7 +60,7 @@ const maxResponseMsgs = 4
 // TestBrokerWorkPerRequest counts, on the in-process pipeline, the client
 // messages and the stored messages of each protocol's requests: a change
 // that adds a round trip or a stored message per request fails here (and
-// updates the README's table when it is worth it).
+// updates docs/benchmarks.md's table when it is worth it).
 func TestBrokerWorkPerRequest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a pipeline")
