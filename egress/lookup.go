@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -79,17 +80,51 @@ func poolOf(msg *nats.Msg) string {
 	return pool
 }
 
-// AwaitRequests waits, up to within, until the request stream holds each
-// of ids: a task's or session's record lists a turn before it is
-// published (ingress appends it first), so a turn listed and not stored
-// yet is one whose publish is under way. It reports whether all are
-// stored; false when within passes or ctx ends first (a publish that
-// failed: the record lets its turn go), with the error of a read that
-// failed.
+// Listing reads the requests a task's or session's record lists now: the
+// turns a reader finds listed but not stored waits for (AwaitListed). An
+// error leaves every turn listed.
+type Listing func(ctx context.Context) ([]string, error)
+
+// listingKey is the context key of WithListing.
+type listingKey struct{}
+
+// WithListing returns ctx carrying l, the listing of the record whose turns
+// are awaited with ctx: AwaitRequests (and so UnendedTurnsAwaited,
+// CancelTurns) is then AwaitListed with l, and ingress's cancel of a turn
+// listed but not stored (which awaits its store) reads it too.
+func WithListing(ctx context.Context, l Listing) context.Context {
+	return context.WithValue(ctx, listingKey{}, l)
+}
+
+// ListingOf is the Listing ctx carries (WithListing), nil when none.
+func ListingOf(ctx context.Context) Listing {
+	l, _ := ctx.Value(listingKey{}).(Listing)
+	return l
+}
+
+// AwaitRequests is AwaitListed with the Listing ctx carries (WithListing;
+// without one, each of ids is awaited until it is stored or within
+// passes).
 func (s *Service) AwaitRequests(ctx context.Context, ids []string, within time.Duration) (bool, error) {
+	return s.AwaitListed(ctx, ids, within, ListingOf(ctx))
+}
+
+// AwaitListed waits, up to within, until each of ids is stored in the
+// request stream or listed (a nil listed lists them all) no longer: a
+// task's or session's record lists a turn before it is published (ingress
+// appends it first), so a turn listed and not stored yet is one whose
+// publish is under way, or one refused once recorded (ingress's stillOpen)
+// or whose publish failed, taken out of the record again. A wait for that
+// one to be stored lasted the whole of within (host.AwaitPublish, 6 s: a
+// blocking answer, a cancel held that long). It reports whether all are
+// stored; false when one is taken out of the record, within passes or ctx
+// ends first, with the error of a read of the stream that failed. The
+// record is read only while a turn is not stored, at each retry.
+func (s *Service) AwaitListed(ctx context.Context, ids []string, within time.Duration, listed Listing) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	wait := 2 * time.Millisecond
+	all := true
 	for _, id := range ids {
 		for {
 			ok, err := requestExists(ctx, s.mux, s.streamNames().requests, id)
@@ -102,11 +137,21 @@ func (s *Service) AwaitRequests(ctx context.Context, ids []string, within time.D
 			if ok {
 				break
 			}
+			if listed != nil {
+				if now, err := listed(ctx); err == nil && !slices.Contains(now, id) {
+					// Taken out of the record: it will not be stored, unless
+					// its publish landed before its removal.
+					if ok, err := requestExists(ctx, s.mux, s.streamNames().requests, id); err == nil && !ok {
+						all = false
+						break
+					}
+				}
+			}
 			if sleepctx.Sleep(ctx, wait) != nil {
 				return false, nil
 			}
 			wait = min(2*wait, 100*time.Millisecond)
 		}
 	}
-	return true, nil
+	return all, nil
 }

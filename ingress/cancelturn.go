@@ -53,7 +53,9 @@ import (
 // (cancelRunning: the record marked first), and its id returned. One
 // that ended before its cancel reached it leaves the task checked again,
 // and a turn appended after that one (an answer to it, or queued behind
-// it) is cancelled in its turn.
+// it) is cancelled in its turn. A newest turn read finished otherwise
+// than interrupted has the record read again (read before the frames): a
+// turn appended since, while that one ran, runs next and is cancelled.
 func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Task) (string, error) {
 	ids := t.RequestIDs
 	var rec *TaskRecord // the record read again once moved
@@ -68,6 +70,9 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 		}
 		if last == "" {
 			return "", egress.ErrNotFound
+		}
+		if f := s.cancelChecking.Load(); f != nil {
+			(*f)(t.ID, ids)
 		}
 		finished, err := s.egress.Finished(ctx, last)
 		if err != nil {
@@ -96,7 +101,17 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 			// ended, or queued behind it) is newer still, and runs.
 			moved, ended = false, after.LastRequest()
 		case !finished || !open:
-			return "", fmt.Errorf("%w: task %q", egress.ErrNotCancelable, t.ID)
+			// ids were read before the frames: a turn appended since, while
+			// last ran (taken: queued behind it), runs next and is the
+			// cancel's. Refused, the task ran on.
+			if rec, err = s.ownedRecord(ctx, p, KindTask, t.ID, tenant.Write); err != nil {
+				return "", err
+			}
+			if rec.LastRequest() == last {
+				return "", fmt.Errorf("%w: task %q", egress.ErrNotCancelable, t.ID)
+			}
+			ids, moved, ended = rec.RequestIDs, true, ""
+			continue
 		default:
 			if env == nil {
 				if env, origin, err = s.cancelTurn(ctx, p, t); err != nil {
@@ -142,15 +157,28 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 // mark is the task's newest turn: it is marked and cancelled too (with
 // the turns before it). A cancel that stops nothing, or whose turn ends
 // otherwise than canceled (completed, or interrupted: the task takes the
-// answer), takes the mark back. AgentVault's tasks/cancel marks nothing:
+// answer), takes the mark back, and reads the record again: a message
+// appended before the turn it read ended (taken, stillOpen) runs next and
+// is cancelled in its turn (newestMoved). A turn listed and not stored is
+// awaited until stored or taken out of the record again (the record's
+// egress.Listing in the cancel's context): a message refused once
+// recorded (stillOpen) is listed until its removal, and a cancel that
+// awaited its store held the whole publish wait. AgentVault's tasks/cancel marks nothing:
 // its messages skip the terminal-task check.
 
 // cancelRunning cancels the turns of the task t of principal p that have
 // not ended with cancelTurns, its record marked first (cancel of a running
 // task, above), and returns the task as last read (its requests those
 // cancelled) with any error: cancelTurns', the mark taken back. A task
-// whose newest request has finished is not marked.
+// whose newest request has finished is not marked. When cancelTurns finds
+// nothing to cancel and the record's newest request is no longer the one
+// read, the task is cancelled as the record is now (newestMoved).
 func (s *Server) cancelRunning(ctx context.Context, p Principal, t *host.Task, cancelTurns func(context.Context, *host.Task) error) (*host.Task, error) {
+	// A turn listed and not stored is awaited until it is stored or taken
+	// out of the record again (egress.WithListing): one refused once
+	// recorded (stillOpen) held the cancel up to the publish wait (6 s,
+	// twice over: the earlier turns', then its own cancel's).
+	ctx = egress.WithListing(ctx, s.opts.tasks.listing(KindTask, t.ID))
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
 		last := t.LastRequest()
 		if last == "" {
@@ -161,13 +189,23 @@ func (s *Server) cancelRunning(ctx context.Context, p Principal, t *host.Task, c
 			return t, err
 		}
 		if finished {
-			return t, cancelTurns(ctx, t) // nothing running to mark
+			// Nothing running to mark.
+			err := cancelTurns(ctx, t)
+			if now := s.newestMoved(ctx, p, t, last, err); now != nil {
+				t = now
+				continue
+			}
+			return t, err
 		}
 		err = s.opts.tasks.markCancelled(ctx, t.ID, last, p.Tenant())
 		switch {
 		case err == nil:
 			if err := cancelTurns(ctx, t); err != nil {
 				s.unmarkCancelled(ctx, t.ID, last)
+				if now := s.newestMoved(ctx, p, t, last, err); now != nil {
+					t = now
+					continue
+				}
 				return t, err
 			}
 			return t, nil
@@ -185,6 +223,25 @@ func (s *Server) cancelRunning(ctx context.Context, p Principal, t *host.Task, c
 		}
 	}
 	return t, fmt.Errorf("%w: task %q: too many concurrent turns", ErrBackpressure, t.ID)
+}
+
+// newestMoved is the task t of principal p read again when cancelTurns
+// found nothing to cancel in it (err egress.ErrNotCancelable) while its
+// record's newest request is no longer last, the newest t listed: a turn
+// appended before the turn last ended (queued, taken: stillOpen), which
+// runs next and is the cancel's, or last taken out of the record (refused
+// once recorded, or its publish failed), which leaves the turn before it
+// the newest (an interrupted one takes a cancel turn). Nil otherwise, or
+// when the record cannot be read.
+func (s *Server) newestMoved(ctx context.Context, p Principal, t *host.Task, last string, err error) *host.Task {
+	if !errors.Is(err, egress.ErrNotCancelable) {
+		return nil
+	}
+	rec, rerr := s.ownedRecord(ctx, p, KindTask, t.ID, tenant.Write)
+	if rerr != nil || rec.LastRequest() == last {
+		return nil
+	}
+	return &host.Task{Session: p.session(rec), ContextID: rec.ContextID}
 }
 
 // unmarkCancelled takes back the mark of the request requestID of the

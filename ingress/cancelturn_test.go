@@ -29,6 +29,14 @@ func askInput(t *testing.T, pp *pipetest.Pipeline) (context.Context, *a2aclient.
 	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
+	return ctx, c, newInputTask(ctx, t, c)
+}
+
+// newInputTask starts a task with c whose turn asks for input (a pool
+// handler asking on an AskInputPrefix message, as askInput's) and returns
+// it, input-required.
+func newInputTask(ctx context.Context, t testing.TB, c *a2aclient.Client) *a2a.Task {
+	t.Helper()
 	res, err := c.SendMessage(ctx, userMessage(demo.AskInputPrefix+" the city"))
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +45,7 @@ func askInput(t *testing.T, pp *pipetest.Pipeline) (context.Context, *a2aclient.
 	if !ok || task.Status.State != a2a.TaskStateInputRequired {
 		t.Fatalf("result %T %+v, want an input-required task", res, res)
 	}
-	return ctx, c, task
+	return task
 }
 
 // TestCancelInterruptedRacesTheAnswer: the client's answer to an

@@ -88,9 +88,15 @@ func (c rpcCaller) LaterTurn(ctx context.Context, t *host.Task, after string) (s
 	// One direct get (TaskStore.laterTurn): every streamed turn of a task
 	// pays it at its end. A record a replica has not yet got (created a
 	// moment ago, by a turn accepted as this one ended) reads as none.
+	if f := c.s.laterReading.Load(); f != nil {
+		(*f)(t.ID)
+	}
 	next, rec, err := c.s.opts.tasks.laterTurn(ctx, KindTask, t.ID, after)
 	if err != nil {
 		return "", hostError(err)
+	}
+	if f := c.s.laterRead.Load(); f != nil {
+		(*f)(t.ID, next)
 	}
 	if next == "" {
 		return "", nil
@@ -104,8 +110,9 @@ func (c rpcCaller) LaterTurn(ctx context.Context, t *host.Task, after string) (s
 		// record's append checked, is under way. The stream serves it
 		// next, and a request not stored yet is one the stream cannot
 		// find: wait for it, no longer than a publish takes (one that
-		// failed: nothing follows).
-		stored, werr := c.s.egress.AwaitRequests(ctx, []string{next}, host.AwaitPublish)
+		// failed: nothing follows), nor once the record lists it no longer
+		// (refused once recorded, stillOpen: nothing follows).
+		stored, werr := c.s.egress.AwaitListed(ctx, []string{next}, host.AwaitPublish, c.s.opts.tasks.listing(KindTask, t.ID))
 		if werr != nil || !stored {
 			return "", hostError(werr)
 		}

@@ -369,7 +369,13 @@ func (p Principal) session(rec *TaskRecord) host.Session {
 // ErrTaskTerminal when its last request has finished (completed, failed,
 // canceled; an interrupted turn, input-required or auth-required, leaves
 // the task open: the message is the answer), ErrBackpressure when that
-// cannot be read.
+// cannot be read. rec was read before the frames: a turn appended since,
+// while its last request ran (taken: queued behind it), runs next, and
+// the task is not terminal. So a task read finished has its record read
+// again (the turn it lists after its last request, one direct get: as a
+// stream at its turn's end) and is open when it lists one: the message's
+// append and its check once recorded (stillOpen) decide. Refused, the
+// message was answered as to a finished task while that turn ran.
 func (s *Server) taskOpen(ctx context.Context, rec *TaskRecord) error {
 	last := rec.LastRequest()
 	if last == "" {
@@ -380,6 +386,9 @@ func (s *Server) taskOpen(ctx context.Context, rec *TaskRecord) error {
 		return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
 	}
 	if !open {
+		if next, _, err := s.opts.tasks.laterTurn(ctx, KindTask, rec.ID, last); err == nil && next != "" {
+			return nil
+		}
 		return taskTerminal(rec.ID)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -376,19 +377,31 @@ func receivedSince(env *e2a.Envelope, t time.Time) bool {
 // to the record first): a cancel stored before its request can be missed
 // by a worker that starts between the two (agent.Cancel). It waits up to
 // the publish timeout and a second, and is false when the request never is
-// (its publish failed and the record lets it go) or ctx ends; true without
-// an envelope, to cancel as before, when E2A_REQUESTS cannot be read.
+// (its publish failed and the record lets it go), when the record ctx
+// carries (egress.WithListing) lists it no longer (refused once recorded,
+// stillOpen, or its publish failed: taken out again), or ctx ends; true
+// without an envelope, to cancel as before, when E2A_REQUESTS cannot be
+// read.
 func (s *Server) awaitStored(ctx context.Context, requestID string) ([]byte, bool) {
 	subj, err := subjects.RequestAnyPool(requestID)
 	if err != nil {
 		return nil, false
 	}
+	listed := egress.ListingOf(ctx)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.publishTimeout+time.Second)
 	defer cancel()
 	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
 		m, err := streams.LastBySubject(ctx, s.nc, streams.RequestsStream, subj)
 		if !errors.Is(err, streams.ErrNoMessages) {
 			return m.Data, err == nil || ctx.Err() == nil
+		}
+		if listed != nil {
+			if ids, err := listed(ctx); err == nil && !slices.Contains(ids, requestID) {
+				// Taken out of the record: stored only if its publish
+				// landed before its removal.
+				m, err := streams.LastBySubject(ctx, s.nc, streams.RequestsStream, subj)
+				return m.Data, err == nil
+			}
 		}
 		if sleepctx.Sleep(ctx, wait) != nil {
 			return nil, false

@@ -60,9 +60,15 @@ var _ host.TaskCaller = rpcCaller{}
 
 // Task is the owned task record (ownedRecord).
 func (c rpcCaller) Task(ctx context.Context, id string, a tenant.Access) (*host.Task, error) {
+	if f := c.s.recordReading.Load(); f != nil {
+		(*f)(id)
+	}
 	rec, err := c.s.ownedRecord(ctx, c.p, KindTask, id, a)
 	if err != nil {
 		return nil, err
+	}
+	if f := c.s.recordRead.Load(); f != nil {
+		(*f)(id, rec.RequestIDs)
 	}
 	return &host.Task{Session: c.p.session(rec), ContextID: rec.ContextID}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,6 +60,29 @@ type Server struct {
 	// since its check not finished, before it cancels that turn
 	// (cancelInterrupted, cancelRunning).
 	cancelNewerTurn func(taskID, requestID string)
+	// cancelChecking, set by tests only (SetCancelCheckHook), is called
+	// when the cancel of an interrupted task is about to read the frames
+	// of the task's requests as it read them last (cancelInterrupted).
+	cancelChecking atomic.Pointer[func(taskID string, requestIDs []string)]
+	// turnAppended, set by tests only (SetAppendedHook), is called once a
+	// turn is appended to its task's or session's record, before it is
+	// checked again (stillOpen) and published (publishTurnIf).
+	turnAppended atomic.Pointer[func(kind, id, requestID string)]
+	// unstoredBefore, set by tests only (SetUnstoredBeforeHook), is called
+	// when stillOpen finds a turn listed before the turn it checks not
+	// stored (endedBefore), before it awaits it.
+	unstoredBefore atomic.Pointer[func(taskID, requestID, unstored string)]
+	// recordReading and recordRead, set by tests only
+	// (SetRecordReadHook), are called when a caller is about to read a
+	// task's record (rpcCaller.Task), and once it has, with its requests.
+	recordReading atomic.Pointer[func(taskID string)]
+	// laterReading and laterRead, set by tests only (SetLaterTurnHook),
+	// are called when a turn's stream is about to read the turn its
+	// task's record lists after it (rpcCaller.LaterTurn), and once it
+	// has, with that turn ("" when none).
+	laterReading atomic.Pointer[func(taskID string)]
+	laterRead    atomic.Pointer[func(taskID, next string)]
+	recordRead   atomic.Pointer[func(taskID string, requestIDs []string)]
 }
 
 type options struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -790,6 +791,30 @@ func (s *TaskStore) appendedAt(ctx context.Context, kind, id string, rev uint64)
 		return time.Time{}, err
 	}
 	return e.Created(), nil
+}
+
+// listing is the egress.Listing of the record kind/id: the requests it
+// lists as the bucket's leader holds it (a replica a write behind could
+// read a turn just appended as taken out), for a reader awaiting the store
+// of a turn it found listed (egress.Service.AwaitListed): one refused
+// (stillOpen) or whose publish failed is taken out again (Remove), and is
+// not awaited further. No record lists nothing.
+func (s *TaskStore) listing(kind, id string) egress.Listing {
+	return func(ctx context.Context) ([]string, error) {
+		key, err := taskKey(kind, id)
+		if err != nil {
+			return nil, nil
+		}
+		data, err := s.leaderValue(ctx, key)
+		if err != nil || data == nil {
+			return nil, err
+		}
+		rec, err := decodeRecord(key, data)
+		if err != nil {
+			return nil, err
+		}
+		return rec.RequestIDs, nil
+	}
 }
 
 // Remove takes requestID out of the record kind/id: a turn appended before

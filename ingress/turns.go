@@ -107,6 +107,9 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)
 		return Accepted{}, fmt.Errorf("%w: task index: %v", ErrBackpressure, err)
 	}
+	if f := s.turnAppended.Load(); added && f != nil {
+		(*f)(kind, of.Task.ID, env.RequestID)
+	}
 	if added && !of.Created && cond.open {
 		if err := s.stillOpen(ctx, kind, rec, of.Task.ID, env.RequestID); err != nil {
 			return Accepted{}, err
@@ -163,10 +166,13 @@ func (s *Server) cancelReceivedBefore(ctx context.Context, id, requestID string)
 // the turn before ended before it was recorded (by the two streams'
 // clocks: the final frame's store, the record's revision). The turn
 // checked is the nearest one before that is stored in E2A_REQUESTS: one
-// recorded but not published (refused, its removal still to come, or
-// still on its way) is no turn yet, and the agent runtime would run this
-// one after the turn before it. On ErrTaskTerminal (or a read that fails)
-// the turn is taken out again and nothing is published.
+// recorded and not stored is awaited until it is stored (its publish was
+// on its way: it is the turn this one runs after) or taken out of the
+// record again (refused, or its publish failed: no turn, and the agent
+// runtime would run this one after the turn before it), up to
+// host.AwaitPublish (one never published and left in the record: skipped
+// then). On ErrTaskTerminal (or a read that fails) the turn is taken out
+// again and nothing is published.
 func (s *Server) stillOpen(ctx context.Context, kind string, rec *TaskRecord, taskID, requestID string) error {
 	err := s.endedBefore(ctx, kind, rec, taskID, requestID)
 	if err == nil {
@@ -182,7 +188,9 @@ func (s *Server) stillOpen(ctx context.Context, kind string, rec *TaskRecord, ta
 
 // endedBefore is stillOpen's check: ErrTaskTerminal when the nearest
 // stored turn before requestID ended the task before rec (its revision
-// with requestID) was stored, ErrBackpressure when that cannot be read.
+// with requestID) was stored, ErrBackpressure when that cannot be read. A
+// turn before it listed and not stored is awaited (stored, or taken out
+// of the record: egress.Service.AwaitListed).
 func (s *Server) endedBefore(ctx context.Context, kind string, rec *TaskRecord, taskID, requestID string) error {
 	for _, prev := range turnsBefore(rec, requestID) {
 		_, _, found, err := s.egress.Stored(ctx, prev)
@@ -190,7 +198,23 @@ func (s *Server) endedBefore(ctx context.Context, kind string, rec *TaskRecord, 
 			return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
 		}
 		if !found {
-			continue
+			// Recorded and not stored: its publish may be under way (a
+			// turn is recorded before it is published), and then it is the
+			// turn this one runs after, not ended: awaited until stored,
+			// or taken out of the record again (refused once recorded,
+			// its publish failed: no turn, skipped). Skipped at once, a
+			// turn appended after the one before it ended, but while it
+			// was recorded, was refused though it would run next.
+			if f := s.unstoredBefore.Load(); f != nil {
+				(*f)(taskID, requestID, prev)
+			}
+			stored, err := s.egress.AwaitListed(ctx, []string{prev}, host.AwaitPublish, s.opts.tasks.listing(kind, taskID))
+			if err != nil {
+				return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
+			}
+			if !stored {
+				continue
+			}
 		}
 		ended, err := s.egress.EndedTaskAt(ctx, prev)
 		if err != nil {

@@ -92,6 +92,66 @@ func (a Answers) A2ATaskOf(ctx context.Context, t *host.Task, historyLength *int
 	return markExpired(a2amap.BuildTask(t.ID, t.ContextID, reqs, historyLength), expired), nil
 }
 
+// A2ATaskNow is A2ATaskOf for the task t as its record lists it once its
+// frames are read: a terminal state is final (A2A), and a turn recorded
+// after the last stored turn read, while that one ran (taken: queued
+// behind it), runs next, the task's state then that turn's. Read before
+// the frames, or listed and not stored yet (a turn is recorded before it
+// is published), that turn was missed and the task answered completed
+// while it ran. So when the task read is terminal, later (Follow.Later:
+// the turn the record lists after a turn now, host.Tasks.LaterTurn; nil:
+// A2ATaskOf alone) is asked for the turn after the last stored one read,
+// and the task read again with it once it is stored (awaited with the
+// Listing ctx carries, egress.WithListing, when later has not: stored, or
+// taken out of the record). A task read not terminal costs nothing more;
+// a terminal one, the read of later (host.Tasks.LaterTurn: one direct get
+// of the record, none found for a task of one turn). A read that fails
+// leaves the task as read.
+func (a Answers) A2ATaskNow(ctx context.Context, t *host.Task, historyLength *int, later func(ctx context.Context, after string) (string, error)) (*a2a.Task, error) {
+	for attempt := 0; ; attempt++ {
+		reqs, expired, err := a.loadMarked(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		task := markExpired(a2amap.BuildTask(t.ID, t.ContextID, reqs, historyLength), expired)
+		if later == nil || len(reqs) == 0 || !task.Status.State.Terminal() || attempt == maxTaskRereads {
+			return task, nil
+		}
+		last := reqs[len(reqs)-1].Envelope.RequestID
+		next, err := later(ctx, last)
+		if err != nil || next == "" {
+			return task, nil
+		}
+		if stored, err := a.f.AwaitRequests(ctx, []string{next}, host.AwaitPublish); err != nil || !stored {
+			return task, nil
+		}
+		i := slices.Index(t.RequestIDs, last)
+		now := *t
+		now.RequestIDs = append(slices.Clone(t.RequestIDs[:i+1]), next)
+		t = &now
+	}
+}
+
+// maxTaskRereads bounds the reads of a task again in A2ATaskNow: turns
+// recorded as fast as their task is read.
+const maxTaskRereads = 4
+
+// ListedLater is the Follow.Later of the record listed reads: the request
+// it lists after after ("" when none, or after is not in it).
+func ListedLater(listed egress.Listing) func(ctx context.Context, after string) (string, error) {
+	return func(ctx context.Context, after string) (string, error) {
+		ids, err := listed(ctx)
+		if err != nil || !slices.Contains(ids, after) {
+			return "", err
+		}
+		i := slices.Index(ids, after)
+		if i == len(ids)-1 {
+			return "", nil
+		}
+		return ids[i+1], nil
+	}
+}
+
 // A2ATurnTask is the Task an A2A v1.0 stream of a turn opens with (A2A
 // v1.0 §3.1.2: a task's stream begins with the Task), as tasks/get answers
 // it once the turn is recorded, before it has a frame: the requests of the
@@ -118,9 +178,12 @@ func (a Answers) A2ATurnTask(ctx context.Context, t *host.Task, env *e2a.Envelop
 // prev the record read when the turn was accepted (nil for the task's
 // first turn). Prior is the task before a continuing turn (A2ATurnTask of
 // the turns before requestID, now's when it lists requestID, else prev's);
-// Now, when now lists a turn after requestID, the whole task (A2ATaskOf)
-// once those later turns are stored (a turn is recorded before it is
-// published), or host.AwaitPublish has passed.
+// Now, when now lists a turn after requestID, the whole task as the
+// record lists it once its frames are read (A2ATaskNow with the Listing
+// ctx carries, egress.WithListing: TurnEnded's), once those later turns
+// are stored (a turn is recorded before it is published), taken out of
+// the record again (refused once recorded: not awaited further), or
+// host.AwaitPublish has passed.
 func (a Answers) TurnEnd(ctx context.Context, now, prev *host.Task, env *e2a.Envelope, requestID string) a2amap.TurnEnd {
 	before := prev
 	i := -1
@@ -141,9 +204,13 @@ func (a Answers) TurnEnd(ctx context.Context, now, prev *host.Task, env *e2a.Env
 		// whose publish is under way would be left out, and the task
 		// answered as this turn left it (completed while a turn waits).
 		// A turn whose publish failed is not waited for longer than a
-		// publish takes.
+		// publish takes, one taken out of the record no longer.
 		_, _ = a.f.AwaitRequests(ctx, now.RequestIDs[i+1:], host.AwaitPublish)
-		if t, err := a.A2ATaskOf(ctx, now, nil); err == nil {
+		listed := egress.ListingOf(ctx)
+		if listed == nil {
+			listed = func(context.Context) ([]string, error) { return now.RequestIDs, nil }
+		}
+		if t, err := a.A2ATaskNow(ctx, now, nil, ListedLater(listed)); err == nil {
 			end.Now = t
 		}
 	}

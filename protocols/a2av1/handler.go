@@ -422,7 +422,13 @@ func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Ta
 	if err != nil {
 		return nil, a2a.ErrTaskNotFound
 	}
-	return h.task(ctx, t, req.HistoryLength)
+	// The record read again once the frames are: a turn recorded
+	// meanwhile runs next (A2ATaskNow).
+	v, err := h.h.V1Answers().A2ATaskNow(ctx, t, req.HistoryLength, follow(c.c, t).Later)
+	if err != nil {
+		return nil, sdkError(err)
+	}
+	return v, nil
 }
 
 func (h *handler) task(ctx context.Context, t *host.Task, historyLength *int) (*a2a.Task, error) {

@@ -63,6 +63,11 @@ func (fakeAnswers) A2ATaskOf(_ context.Context, t *host.Task, _ *int) (*a2a.Task
 		Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
 }
 
+// A2ATaskNow is A2ATaskOf: no turn follows a fake task's.
+func (f fakeAnswers) A2ATaskNow(ctx context.Context, t *host.Task, n *int, _ func(context.Context, string) (string, error)) (*a2a.Task, error) {
+	return f.A2ATaskOf(ctx, t, n)
+}
+
 func (fakeAnswers) A2AEvents(context.Context, string, a2amap.Params, int64, ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
 	return func(func(a2a.Event, error) bool) {}
 }

@@ -35,6 +35,10 @@ type Answers interface {
 	A2ASubscription(ctx context.Context, t *host.Task, interaction bool, f a2aproto.Follow) iter.Seq2[a2a.Event, error]
 	// A2ATaskOf is the task rebuilt from its requests' frames.
 	A2ATaskOf(ctx context.Context, t *host.Task, historyLength *int) (*a2a.Task, error)
+	// A2ATaskNow is A2ATaskOf with the turn after the last one read
+	// asked of later once the frames are read, when the task read is
+	// terminal: a turn recorded meanwhile runs next (GetTask).
+	A2ATaskNow(ctx context.Context, t *host.Task, historyLength *int, later func(ctx context.Context, after string) (string, error)) (*a2a.Task, error)
 	// A2ATurnTask is the Task SendStreamingMessage's stream opens with:
 	// the task t with the turn env, just submitted, as GetTask shows it.
 	A2ATurnTask(ctx context.Context, t *host.Task, env *e2a.Envelope, historyLength *int) *a2a.Task

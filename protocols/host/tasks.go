@@ -54,7 +54,13 @@ type Tasks interface {
 	// [ErrTaskTerminal]): a message checked open while a turn ran does not
 	// run after the cancel, the task answered canceled then working again.
 	// A turn appended before the mark is cancelled too, the record read
-	// again (the caller's own, as Task reads it). It returns the task as
+	// again (the caller's own, as Task reads it); so is one appended
+	// before the turn read ended, which runs next: a cancel that finds
+	// nothing to cancel reads the record again and goes on with it when
+	// its newest request changed (one taken out of the record again,
+	// refused once recorded or never published, leaves the turn before it
+	// the newest). A turn listed and not stored is awaited until stored or
+	// taken out of the record (egress.WithListing). It returns the task as
 	// last read, its requests those cancelled, with any error: cancelTurns'
 	// (egress.ErrNotCancelable when nothing was left running, or the newest
 	// turn ended otherwise), the mark then taken back. A task whose newest
@@ -90,7 +96,10 @@ type TaskRequests interface {
 	LoadRequestHead(ctx context.Context, id string) (egress.StoredRequest, error)
 	// AwaitRequests waits, up to within, until each of ids (turns a
 	// record lists) is stored: a turn is recorded before it is published.
-	// False when one is not by then.
+	// False when one is not by then. With the record's listing in ctx
+	// (egress.WithListing), a turn it lists no longer (taken out again:
+	// refused once recorded, or its publish failed) is not awaited
+	// further, and false.
 	AwaitRequests(ctx context.Context, ids []string, within time.Duration) (bool, error)
 	// UnendedTurns returns the turns of a task (ids, oldest first) that
 	// have not ended, newest first (each one's last frame read).
