@@ -37,6 +37,7 @@ type answerGate struct {
 	started chan heldTurn
 	mu      sync.Mutex
 	release map[string]chan struct{}
+	asking  map[string]bool // released turns that ask for input again
 }
 
 // heldTurn is a turn answerGate started.
@@ -63,6 +64,24 @@ func (g *answerGate) ch(text string) chan struct{} {
 // done lets the turn of text complete.
 func (g *answerGate) done(text string) { close(g.ch(text)) }
 
+// ask lets the turn of text end input-required.
+func (g *answerGate) ask(text string) {
+	g.mu.Lock()
+	if g.asking == nil {
+		g.asking = map[string]bool{}
+	}
+	g.asking[text] = true
+	g.mu.Unlock()
+	close(g.ch(text))
+}
+
+// asks reports whether the turn of text is to end input-required.
+func (g *answerGate) asks(text string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.asking[text]
+}
+
 func (g *answerGate) serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 	text := demo.Text(env)
 	if strings.HasPrefix(text, demo.AskInputPrefix) {
@@ -71,6 +90,9 @@ func (g *answerGate) serve(ctx context.Context, env *e2a.Envelope, w agent.Write
 	g.started <- heldTurn{text, env.RequestID, ctx}
 	select {
 	case <-g.ch(text):
+		if g.asks(text) {
+			return agent.Interrupt(w, e2a.StateInputRequired, "And which country?")
+		}
 		return w.Complete(map[string]any{"content": "noted: " + text})
 	case <-ctx.Done():
 		return ctx.Err()
@@ -94,6 +116,8 @@ func gatedInputTask(t *testing.T) (*pipetest.Pipeline, *answerGate, *a2aclient.C
 		ingress.SetLaterTurnHook(pp.Ingress, nil, nil)
 		ingress.SetUnstoredBeforeHook(pp.Ingress, nil)
 		ingress.SetCancelCheckHook(pp.Ingress, nil)
+		ingress.SetMarkMetHook(pp.Ingress, nil)
+		ingress.SetCancelMarkedHook(pp.Ingress, nil)
 	})
 	return pp, g, c, ctx, task
 }
@@ -144,6 +168,17 @@ func taskState(res a2a.SendMessageResult) a2a.TaskState {
 func awaitFinished(ctx context.Context, t *testing.T, pp *pipetest.Pipeline, requestID string) {
 	t.Helper()
 	testkit.Eventually(t, 15*time.Second, "the turn's final frame", func() bool { return ingress.Finished(ctx, pp.Ingress, requestID) })
+}
+
+// queueA2ThenEndA1 sends the answer A2 (taken: queued behind the running
+// answer A1, request a1), then lets A1 complete and waits for its final
+// frame: a turn queued while a reader holds the record, which then reads
+// A1 ended.
+func queueA2ThenEndA1(ctx context.Context, t *testing.T, pp *pipetest.Pipeline, g *answerGate, c *a2aclient.Client, task *a2a.Task, a1 string) {
+	t.Helper()
+	accepted(t, sendAnswer(ctx, c, task, "A2", true), "A2")
+	g.done("A1")
+	awaitFinished(ctx, t, pp, a1)
 }
 
 // quick is the longest a call may take that waits for no publish: well
@@ -300,9 +335,7 @@ func accepted(t *testing.T, r <-chan answerResult, what string) {
 func TestGetTaskNotCompletedWithTurnQueued(t *testing.T) {
 	pp, g, c, ctx, task, a1, _ := heldAnswerTask(t, true)
 	ingress.SetRecordReadHook(pp.Ingress, nil, onceRead(task, 2, func() { // the interrupted turn, A1
-		accepted(t, sendAnswer(ctx, c, task, "A2", true), "A2")
-		g.done("A1")
-		awaitFinished(ctx, t, pp, a1)
+		queueA2ThenEndA1(ctx, t, pp, g, c, task, a1)
 	}))
 	got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
 	if err != nil {
@@ -394,9 +427,7 @@ func TestAnswerBehindPublishingTurnTaken(t *testing.T) {
 func TestCancelTakesTurnQueuedBeforeTheEnd(t *testing.T) {
 	pp, g, c, ctx, task, a1, _ := heldAnswerTask(t, true)
 	ingress.SetRecordReadHook(pp.Ingress, nil, onceRead(task, 2, func() { // the interrupted turn, A1
-		accepted(t, sendAnswer(ctx, c, task, "A2", true), "A2")
-		g.done("A1")
-		awaitFinished(ctx, t, pp, a1)
+		queueA2ThenEndA1(ctx, t, pp, g, c, task, a1)
 	}))
 	got, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})
 	canceledWithA2Queued(t, got, err, g)
@@ -462,9 +493,7 @@ func TestStreamNotHeldByRefusedTurn(t *testing.T) {
 func TestAnswerCheckedOpenWithTurnQueued(t *testing.T) {
 	pp, g, c, ctx, task, a1, _ := heldAnswerTask(t, true)
 	ingress.SetRecordReadHook(pp.Ingress, nil, onceRead(task, 2, func() { // the interrupted turn, A1
-		accepted(t, sendAnswer(ctx, c, task, "A2", true), "A2")
-		g.done("A1")
-		awaitFinished(ctx, t, pp, a1)
+		queueA2ThenEndA1(ctx, t, pp, g, c, task, a1)
 	}))
 	a3 := testkit.Receive(t, sendAnswer(ctx, c, task, "A3", true), 30*time.Second, "A3's answer")
 	if a3.err != nil {
@@ -499,9 +528,7 @@ func TestCancelInterruptedTakesTurnQueuedBeforeTheEnd(t *testing.T) {
 			if len(ids) != 2 || ids[1] != a1 {
 				t.Errorf("the cancel read %v, want the interrupted turn and A1 %s", ids, a1)
 			}
-			accepted(t, sendAnswer(ctx, c, task, "A2", true), "A2")
-			g.done("A1")
-			awaitFinished(ctx, t, pp, a1)
+			queueA2ThenEndA1(ctx, t, pp, g, c, task, a1)
 		}
 	})
 	got, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})

@@ -94,3 +94,65 @@ func TestMarkCancelled(t *testing.T) {
 		t.Errorf("the mark of no task: %v, want ErrTaskNotFound", err)
 	}
 }
+
+// TestMarkMetAwaitsItsTurn: an A2A message that meets the mark of a
+// running turn (CancelMarked) is refused with markedError, which names
+// the marked turn (appendPastMark awaits its end) and is ErrTaskTerminal;
+// appended past that turn's mark (turnCond.overMark: it ended
+// interrupted), it is taken and the mark taken off; the mark of another
+// turn still refuses. A cancel turn's mark is not CancelMarked: it refuses
+// at once, whatever overMark names. markStands follows the mark.
+func TestMarkMetAwaitsItsTurn(t *testing.T) {
+	ctx := context.Background()
+	ts, _ := newTaskStore(t)
+	alice := tenant.Principal{ID: "alice"}
+	base := TaskRecord{ID: "t-1", Protocol: "a2a", Pool: "demo", Principal: "alice"}
+	if _, err := ts.AppendNew(ctx, KindTask, base, "ask", alice); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ts.appendAfter(ctx, KindTask, base, "a1", alice, turnCond{open: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.markCancelled(ctx, "t-1", "a1", alice); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ts.markStands(ctx, KindTask, "t-1", "a1"); err != nil || !ok {
+		t.Errorf("markStands of the marked turn: %v %v, want true", ok, err)
+	}
+	var m markedError
+	_, _, err := ts.appendAfter(ctx, KindTask, base, "a2", alice, turnCond{open: true})
+	if !errors.As(err, &m) || m.turn != "a1" || !errors.Is(err, ErrTaskTerminal) {
+		t.Fatalf("an A2A turn meeting the mark: %v, want markedError of a1 (ErrTaskTerminal)", err)
+	}
+	if _, _, err := ts.appendAfter(ctx, KindTask, base, "a2", alice, turnCond{open: true, overMark: "ask"}); !errors.As(err, &m) {
+		t.Errorf("an A2A turn past another turn's mark: %v, want markedError", err)
+	}
+	if _, added, err := ts.appendAfter(ctx, KindTask, base, "a2", alice, turnCond{open: true, overMark: "a1"}); err != nil || !added {
+		t.Fatalf("an A2A turn past the void mark of a1: %v %v, want it appended", added, err)
+	}
+	rec, err := ts.Get(ctx, KindTask, "t-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rec.RequestIDs, " "); got != "ask a1 a2" || rec.CancelTurn != "" || rec.CancelMarked {
+		t.Errorf("record %q cancel %q marked %v, want ask a1 a2, the mark taken off", got, rec.CancelTurn, rec.CancelMarked)
+	}
+	if ok, err := ts.markStands(ctx, KindTask, "t-1", "a1"); err != nil || ok {
+		t.Errorf("markStands once taken off: %v %v, want false", ok, err)
+	}
+
+	// A cancel turn after a2 (as cancelInterrupted appends it).
+	if _, _, err := ts.appendAfter(ctx, KindTask, base, "c", alice, turnCond{after: "a2", cancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = ts.appendAfter(ctx, KindTask, base, "a3", alice, turnCond{open: true, overMark: "c"})
+	if !errors.Is(err, ErrTaskTerminal) || errors.As(err, &m) {
+		t.Errorf("an A2A turn after a cancel turn: %v, want ErrTaskTerminal at once (no markedError)", err)
+	}
+	if err := ts.markCancelled(ctx, "t-1", "c", alice); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := ts.Get(ctx, KindTask, "t-1"); err != nil || rec.CancelTurn != "c" || rec.CancelMarked {
+		t.Errorf("a cancel turn marked by a later cancel: %+v %v, want its cancel turn kept, not CancelMarked", rec, err)
+	}
+}

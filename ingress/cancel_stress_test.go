@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,8 +56,8 @@ type stressLog struct {
 	cancelTook           time.Duration
 	problems             []string
 	// underMark counts the answers refused while the cancel ran, with a
-	// turn run after (the cancel's mark on the running turn, taken back
-	// when it stopped nothing: still open, counted, not failed).
+	// turn run after (the cancel's mark on the running turn, which stopped
+	// nothing): failures, counted apart as well.
 	underMark int
 	// timeline is what happened, in order, for a failed run's report.
 	timeline []stamped
@@ -166,7 +167,7 @@ func stressEnv(t *testing.T, def int) (runs int, modes []string) {
 // longer than stressSlow; a client was told a terminal state that the task
 // then left (a turn started or ran on after it, or the task ended in
 // another); an answer was refused as to a terminal task and a turn then
-// ran (but while the CancelTask ran: its mark, counted and logged apart);
+// ran (while the CancelTask ran too: under its mark, also counted apart);
 // CancelTask was refused while a turn then ran, or answered anything but
 // canceled; the task did not end terminal. A failed run's report has its
 // timeline.
@@ -186,9 +187,19 @@ func TestAnswersCancelGetStress(t *testing.T) {
 			l.add(func(l *stressLog) { l.note(fmt.Sprintf("appended %s", requestID)) })
 		}
 	})
+	// The answers that met a cancel's mark of a running turn, and awaited
+	// its end (appendPastMark).
+	var metMark atomic.Int64
+	ingress.SetMarkMetHook(pp.Ingress, func(id, requestID, marked string) {
+		metMark.Add(1)
+		if l := h.log(id); l != nil {
+			l.add(func(l *stressLog) { l.note(fmt.Sprintf("%s meets the mark of %s", requestID, marked)) })
+		}
+	})
 	t.Cleanup(func() {
 		ingress.SetRecordReadHook(pp.Ingress, nil, nil)
 		ingress.SetAppendedHook(pp.Ingress, nil)
+		ingress.SetMarkMetHook(pp.Ingress, nil)
 	})
 	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
 	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
@@ -214,8 +225,8 @@ func TestAnswersCancelGetStress(t *testing.T) {
 	if len(lat) > 0 {
 		p99 = lat[len(lat)*99/100]
 	}
-	t.Logf("%d runs, modes %v: failed %v; answers p99 %v, CancelTask max %v; %d of %d answers refused under a cancel's mark, then a turn ran",
-		runs, modes, failed, p99, cancelMax, underMark, answers)
+	t.Logf("%d runs, modes %v: failed %v; answers p99 %v, CancelTask max %v; %d of %d answers refused under a cancel's mark, then a turn ran; %d met a mark and awaited its turn's end",
+		runs, modes, failed, p99, cancelMax, underMark, answers, metMark.Load())
 }
 
 // stressRun is one run of the stress in mode: its log, problems checked.
@@ -356,10 +367,10 @@ func (l *stressLog) check(mode string, final a2a.TaskState) {
 			continue
 		}
 		if !l.cancelFrom.IsZero() && !at.Before(l.cancelFrom) && !at.After(l.cancelTo) {
-			// Refused under the cancel's mark (CancelRunning), which a
-			// cancel that stopped nothing takes back: known, counted apart.
+			// Refused while the CancelTask ran: under its mark of the
+			// running turn (CancelRunning), which stopped nothing. Such an
+			// answer awaits the marked turn's end now (appendPastMark).
 			l.underMark++
-			continue
 		}
 		bad("an answer was refused as to a terminal task %v before a turn's handler started or returned", last.Sub(at))
 	}

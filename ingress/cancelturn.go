@@ -151,9 +151,15 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 // open) and may not be appended yet: appended after the cancelled turn it
 // would run, the task answered canceled then working again. So before the
 // cancel is sent the record names the running turn as the one whose
-// cancel ends the task (TaskRecord.CancelTurn: markCancelled, a
-// compare-and-set on the record's newest request), and an A2A message is
-// refused after it as after a cancel turn. A message appended before the
+// cancel ends the task (TaskRecord.CancelTurn, CancelMarked:
+// markCancelled, a compare-and-set on the record's newest request), and an
+// A2A message that meets the mark awaits the marked turn's final frame
+// (appendPastMark): refused once it ends the task (canceled, or completed
+// before the cancel reached it), appended past the mark when it
+// interrupts the turn (the task open: the cancel stopped nothing, and
+// cancels the message's turn in its turn, below). Refused at once, as
+// after a cancel turn, it was told the task terminal while the task went
+// on. A message appended before the
 // mark is the task's newest turn: it is marked and cancelled too (with
 // the turns before it). A cancel that stops nothing, or whose turn ends
 // otherwise than canceled (completed, or interrupted: the task takes the
@@ -200,6 +206,9 @@ func (s *Server) cancelRunning(ctx context.Context, p Principal, t *host.Task, c
 		err = s.opts.tasks.markCancelled(ctx, t.ID, last, p.Tenant())
 		switch {
 		case err == nil:
+			if f := s.cancelMarked.Load(); f != nil {
+				(*f)(t.ID, last)
+			}
 			if err := cancelTurns(ctx, t); err != nil {
 				s.unmarkCancelled(ctx, t.ID, last)
 				if now := s.newestMoved(ctx, p, t, last, err); now != nil {

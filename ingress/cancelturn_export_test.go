@@ -91,3 +91,26 @@ func Finished(ctx context.Context, s *Server, requestID string) bool {
 	ok, err := s.egress.Finished(ctx, requestID)
 	return err == nil && ok
 }
+
+// SetMarkMetHook makes s call f when the append of a turn (an A2A
+// message) meets the mark of a running turn that tasks/cancel is
+// cancelling (marked), before it awaits that turn's end; nil removes it.
+// f runs in the appending call's goroutine.
+func SetMarkMetHook(s *Server, f func(taskID, requestID, marked string)) {
+	if f == nil {
+		s.markMet.Store(nil)
+		return
+	}
+	s.markMet.Store(&f)
+}
+
+// SetCancelMarkedHook makes s call f once tasks/cancel has marked the
+// task's newest turn requestID as the one whose cancel ends it, before it
+// cancels it; nil removes it. f runs in the cancel's goroutine.
+func SetCancelMarkedHook(s *Server, f func(taskID, requestID string)) {
+	if f == nil {
+		s.cancelMarked.Store(nil)
+		return
+	}
+	s.cancelMarked.Store(&f)
+}

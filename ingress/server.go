@@ -64,6 +64,14 @@ type Server struct {
 	// when the cancel of an interrupted task is about to read the frames
 	// of the task's requests as it read them last (cancelInterrupted).
 	cancelChecking atomic.Pointer[func(taskID string, requestIDs []string)]
+	// markMet, set by tests only (SetMarkMetHook), is called when a
+	// turn's append meets the mark of a running turn that tasks/cancel is
+	// cancelling (appendPastMark), before it awaits that turn's end.
+	markMet atomic.Pointer[func(taskID, requestID, marked string)]
+	// cancelMarked, set by tests only (SetCancelMarkedHook), is called
+	// once tasks/cancel has marked the task's newest turn, before it
+	// cancels it (cancelRunning).
+	cancelMarked atomic.Pointer[func(taskID, requestID string)]
 	// turnAppended, set by tests only (SetAppendedHook), is called once a
 	// turn is appended to its task's or session's record, before it is
 	// checked again (stillOpen) and published (publishTurnIf).

@@ -72,9 +72,18 @@ type TaskRecord struct {
 	// tasks/cancel cancels (markCancelled, before its cancel is sent).
 	// While it is the newest request the task is canceled, or will be once
 	// that request's final frame is stored: an A2A message is refused as to
-	// a task in a terminal state (appendAfter). Only the append reads it;
-	// every reader of the task's state reads the frames.
+	// a task in a terminal state (appendAfter), at once after a cancel
+	// turn, once that final frame is stored after a marked turn
+	// (CancelMarked). Only the append reads it; every reader of the task's
+	// state reads the frames.
 	CancelTurn string `json:"cancel_turn,omitempty"`
+	// CancelMarked is set when CancelTurn is a running (or queued) turn
+	// that tasks/cancel marked (markCancelled), not a cancel turn: that
+	// cancel may yet find it ended otherwise (completed, or interrupted),
+	// so an A2A message that meets the mark awaits the marked turn's end
+	// rather than be refused at once (Server.appendPastMark, markedError).
+	// A record an older replica wrote has none: its mark refuses at once.
+	CancelMarked bool `json:"cancel_marked,omitempty"`
 	// CancelBefore, of an ACP session, is when the latest session/cancel
 	// of the session was received (Unix nanoseconds, by the clock of the
 	// replica that received it; host.SessionCanceler): a turn received
@@ -392,6 +401,13 @@ type turnCond struct {
 	open bool
 	// cancel records the turn as the task's cancel turn.
 	cancel bool
+	// overMark is a turn tasks/cancel marked (TaskRecord.CancelMarked)
+	// whose final frame is stored and interrupts it (input-required,
+	// auth-required): the cancel stopped nothing, the task is open, and the
+	// mark, which says the task ends canceled with that turn, is void. An
+	// open turn is appended past it (the mark taken off with it) rather than
+	// refused (Server.appendPastMark).
+	overMark string
 	// protocol, when set, must be the record's protocol (a workflow
 	// executionId joins only a workflow execution's record), else
 	// errOtherProtocol with the record, nothing written.
@@ -446,13 +462,29 @@ func (cond turnCond) protocolRefusal(rec *TaskRecord) error {
 // its record's key), nil when it takes it.
 func (cond turnCond) refusal(rec *TaskRecord, key string) error {
 	if cond.open && rec.cancelled() {
-		return taskTerminal(rec.ID)
+		switch {
+		case !rec.CancelMarked:
+			return taskTerminal(rec.ID) // its cancel turn: canceled
+		case rec.CancelTurn != cond.overMark:
+			return markedError{id: rec.ID, turn: rec.CancelTurn}
+		}
 	}
 	if cond.after != "" && rec.LastRequest() != cond.after {
 		return fmt.Errorf("%w: task %s", errRecordMoved, key)
 	}
 	return nil
 }
+
+// markedError is the refusal of an A2A message (turnCond.open) by the
+// mark of the running turn turn of the task id that tasks/cancel is
+// cancelling (TaskRecord.CancelMarked): ErrTaskTerminal, as the task is
+// canceled once that turn's final frame is stored, unless the cancel
+// finds it ended otherwise; Server.appendPastMark awaits that end.
+type markedError struct{ id, turn string }
+
+func (e markedError) Error() string { return taskTerminal(e.id).Error() }
+
+func (e markedError) Unwrap() error { return ErrTaskTerminal }
 
 // errOtherProtocol reports a conditional append (appendAfter, with
 // turnCond.protocol) refused: the record is a task of another protocol.
@@ -495,7 +527,7 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 				return nil, false, fmt.Errorf("%w: task %s", errRecordMoved, key)
 			}
 			if cond.cancel {
-				rec.CancelTurn = requestID
+				rec.CancelTurn, rec.CancelMarked = requestID, false
 			}
 			if err := s.keepContext(ctx, kind, rec, by, at); err != nil {
 				return nil, false, err
@@ -556,10 +588,13 @@ func (cond turnCond) addTurn(kind string, rec *TaskRecord, key, requestID, conte
 	if kind == KindSession && len(rec.RequestIDs) == 0 && cond.turnPool != "" {
 		rec.Pool = cond.turnPool
 	}
+	if rec.CancelMarked && cond.overMark != "" && rec.CancelTurn == cond.overMark {
+		rec.CancelTurn, rec.CancelMarked = "", false // void: the turn ended interrupted
+	}
 	rec.RequestIDs = append(rec.RequestIDs, requestID)
 	rec.addWriter(by)
 	if cond.cancel {
-		rec.CancelTurn = requestID
+		rec.CancelTurn, rec.CancelMarked = requestID, false
 	}
 	if n := len(rec.RequestIDs) - MaxRequestsPerTask; n > 0 {
 		rec.RequestIDs = rec.RequestIDs[n:]
@@ -591,9 +626,9 @@ func (s *TaskStore) markCancelled(ctx context.Context, id, after string, by tena
 			return false, fmt.Errorf("%w: task %s", errRecordMoved, key)
 		}
 		if rec.CancelTurn == after {
-			return false, nil
+			return false, nil // marked, or its cancel turn
 		}
-		rec.CancelTurn = after
+		rec.CancelTurn, rec.CancelMarked = after, true
 		return true, s.keepContext(ctx, KindTask, rec, by, at)
 	}
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
@@ -659,6 +694,32 @@ func (t *TaskRecord) cancelledBefore(received time.Time) bool {
 	return t.CancelBefore != 0 && !received.IsZero() && received.UnixNano() < t.CancelBefore
 }
 
+// markStands reports whether the record of the task id (as the bucket's
+// leader holds it) still has the mark of turn as its newest request's
+// (TaskRecord.CancelMarked): false once it is taken back, or the record
+// has moved on (the turn taken out of it again, a cancel turn after it).
+func (s *TaskStore) markStands(ctx context.Context, kind, id, turn string) (bool, error) {
+	rec, err := s.leaderRecord(ctx, kind, id)
+	if err != nil || rec == nil {
+		return false, err
+	}
+	return rec.cancelled() && rec.CancelMarked && rec.CancelTurn == turn, nil
+}
+
+// leaderRecord is the record kind/id as the bucket's leader holds it; nil
+// when there is none (or id is not a valid key).
+func (s *TaskStore) leaderRecord(ctx context.Context, kind, id string) (*TaskRecord, error) {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return nil, nil
+	}
+	data, err := s.leaderValue(ctx, key)
+	if err != nil || data == nil {
+		return nil, err
+	}
+	return decodeRecord(key, data)
+}
+
 // unmarkCancelled takes back markCancelled's mark of requestID on the task
 // id (its cancel found nothing to stop, or did not end it canceled): a
 // record whose CancelTurn is another request (a cancel turn's), or none,
@@ -672,7 +733,7 @@ func (s *TaskStore) unmarkCancelled(ctx context.Context, id, requestID string) e
 		if rec.CancelTurn != requestID {
 			return false, nil
 		}
-		rec.CancelTurn = ""
+		rec.CancelTurn, rec.CancelMarked = "", false
 		return true, nil
 	})
 	return err
@@ -801,16 +862,8 @@ func (s *TaskStore) appendedAt(ctx context.Context, kind, id string, rev uint64)
 // not awaited further. No record lists nothing.
 func (s *TaskStore) listing(kind, id string) egress.Listing {
 	return func(ctx context.Context) ([]string, error) {
-		key, err := taskKey(kind, id)
-		if err != nil {
-			return nil, nil
-		}
-		data, err := s.leaderValue(ctx, key)
-		if err != nil || data == nil {
-			return nil, err
-		}
-		rec, err := decodeRecord(key, data)
-		if err != nil {
+		rec, err := s.leaderRecord(ctx, kind, id)
+		if err != nil || rec == nil {
 			return nil, err
 		}
 		return rec.RequestIDs, nil
@@ -833,7 +886,7 @@ func (s *TaskStore) Remove(ctx context.Context, kind, id, requestID string) erro
 		}
 		rec.RequestIDs = slices.Delete(rec.RequestIDs, i, i+1)
 		if rec.CancelTurn == requestID {
-			rec.CancelTurn = "" // a cancel turn never published
+			rec.CancelTurn, rec.CancelMarked = "", false // a cancel turn never published
 		}
 		return true, nil
 	})

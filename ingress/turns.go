@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // Turns of one task or session never overlap. A request that is a turn of
@@ -43,7 +45,9 @@ const removeTimeout = 5 * time.Second
 // none was made). An A2A message is not appended after the task's cancel
 // turn (ErrTaskTerminal): the task is canceled from that turn's append on,
 // while the terminal-task check (taskOpen), which reads the frames, finds
-// the cancel turn running until its final frame is stored. A turn of an
+// the cancel turn running until its final frame is stored; one that meets
+// the mark of a running turn tasks/cancel is cancelling awaits that turn's
+// end, and is refused or appended as it ends (appendPastMark). A turn of an
 // ACP session received before a session/cancel whose mark its append
 // reads (TaskRecord.CancelBefore) is cancelled once published
 // (cancelReceivedBefore). With poolNamed (the call named the pool: a
@@ -97,11 +101,11 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 	if of.Created {
 		rec, added, err = s.opts.tasks.appendNew(ctx, kind, base, env.RequestID, p.Tenant())
 	} else {
-		rec, added, err = s.opts.tasks.appendAfter(ctx, kind, base, env.RequestID, p.Tenant(), cond)
+		rec, added, err = s.appendPastMark(ctx, kind, base, env.RequestID, p.Tenant(), cond)
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, errRecordMoved) || errors.Is(err, ErrTaskTerminal) || errors.Is(err, ErrTaskNotFound) ||
-			errors.Is(err, ErrConflict) {
+			errors.Is(err, ErrConflict) || errors.Is(err, ErrBackpressure) { // ErrBackpressure: appendPastMark's
 			return Accepted{}, err
 		}
 		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)
@@ -140,6 +144,110 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 	}
 	return acc, err
 }
+
+// appendPastMark is TaskStore.appendAfter for a turn that may meet the
+// mark of a running turn M that tasks/cancel is cancelling (markedError:
+// TaskRecord.CancelMarked, set before the cancel is sent, cancelRunning).
+// The cancel's outcome is not known while M runs: it stops M (the task
+// canceled), or M ends otherwise before the cancel reaches it, completed
+// (the task terminal) or interrupted (input-required, auth-required: the
+// task open, waiting for just such an answer), and the cancel takes its
+// mark back. Refused at once, as before, the turn was answered as to a
+// terminal task that then took the next answer, or even went on working.
+// So the turn awaits M's final frame (awaitMark), up to markWait:
+//   - a final frame that ends the task (canceled, completed, failed) is
+//     the task's terminal state: refused (ErrTaskTerminal), now true;
+//   - one that interrupts M makes the mark void (the cancel stopped
+//     nothing): appended past it (turnCond.overMark, the mark taken off),
+//     and checked like any turn (stillOpen). The cancel, going on, finds
+//     the turn the record's newest and cancels it (newestMoved,
+//     cancelInterrupted: it is the task's running turn), or appends its
+//     cancel turn first (the turn then refused: the task is canceled);
+//   - a mark taken back or a record moved on (M taken out of it again,
+//     never published) has the append tried again;
+//   - past markWait, M still running and the mark standing, the turn is
+//     ErrBackpressure: retryable, the cancel's outcome not known yet
+//     (ErrTaskTerminal might be taken back by M's end).
+//
+// Rather than the cancel telling its waiters (it may run on another
+// replica, and its caller may go), the turn reads what decides the
+// outcome itself, the frames of M, as every reader of a task's state
+// does. A mark of a cancel turn (not CancelMarked) refuses at once: a
+// cancel turn always ends its task canceled.
+func (s *Server) appendPastMark(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal, cond turnCond) (*TaskRecord, bool, error) {
+	var deadline time.Time
+	for attempt := 0; ; attempt++ {
+		rec, added, err := s.opts.tasks.appendAfter(ctx, kind, base, requestID, by, cond)
+		var m markedError
+		if !errors.As(err, &m) {
+			return rec, added, err
+		}
+		if attempt >= maxUpdateAttempts {
+			// Marked again and again (each cancel's mark taken back, a
+			// replica a write behind): the outcome is still not known.
+			return nil, false, fmt.Errorf("%w: task %s: too many concurrent cancels", ErrBackpressure, base.ID)
+		}
+		if f := s.markMet.Load(); f != nil {
+			(*f)(base.ID, requestID, m.turn)
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(markWait)
+		}
+		void, err := s.awaitMark(ctx, kind, m, deadline)
+		if err != nil {
+			return nil, false, err
+		}
+		if void {
+			cond.overMark = m.turn
+		}
+	}
+}
+
+// awaitMark awaits the end of the marked turn m.turn (appendPastMark):
+// ErrTaskTerminal when its final frame ends the task; void when it
+// interrupts the turn; neither (nil, false) once the mark no longer stands
+// (taken back, the record moved on: the append is tried again);
+// ErrBackpressure past deadline or when the frames or the record cannot
+// be read. The frames are read first: a final frame stored is the
+// outcome, whatever the record says.
+func (s *Server) awaitMark(ctx context.Context, kind string, m markedError, deadline time.Time) (void bool, err error) {
+	wctx, stop := context.WithDeadline(ctx, deadline)
+	defer stop()
+	wait := 2 * time.Millisecond
+	for {
+		finished, err := s.egress.Finished(wctx, m.turn)
+		if err == nil && finished {
+			var ended time.Time
+			if ended, err = s.egress.EndedTaskAt(wctx, m.turn); err == nil {
+				if !ended.IsZero() {
+					return false, taskTerminal(m.id)
+				}
+				return true, nil
+			}
+		}
+		stands := true
+		if err == nil {
+			stands, err = s.opts.tasks.markStands(wctx, kind, m.id, m.turn)
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		if err != nil && wctx.Err() == nil {
+			return false, fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
+		}
+		if err == nil && !stands {
+			return false, nil
+		}
+		if sleepctx.Sleep(wctx, wait) != nil {
+			return false, fmt.Errorf("%w: task %s: the cancel of its running turn is under way; retry", ErrBackpressure, m.id)
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// markWait bounds appendPastMark's wait for a marked turn's end: the
+// cancel's own wait for that turn's final frame (cancelTurnWait).
+const markWait = cancelTurnWait
 
 // cancelReceivedBefore cancels requestID, a turn of the session id
 // published (or about to be), which a session/cancel received after the turn and handled

@@ -50,9 +50,11 @@ type Tasks interface {
 	// with cancelTurns (the protocol's cancel of a task's own turns:
 	// TaskRequests.CancelTurns of them, their final frames awaited), the
 	// task's record first marked so that no A2A message is appended after
-	// them (it is refused as to a task in a terminal state,
-	// [ErrTaskTerminal]): a message checked open while a turn ran does not
-	// run after the cancel, the task answered canceled then working again.
+	// them (one that meets the mark awaits the marked turn's end: refused
+	// as to a task in a terminal state, [ErrTaskTerminal], when it ends the
+	// task, appended when it ends interrupted, the cancel having stopped
+	// nothing): a message checked open while a turn ran does not run after
+	// the cancel, the task answered canceled then working again.
 	// A turn appended before the mark is cancelled too, the record read
 	// again (the caller's own, as Task reads it); so is one appended
 	// before the turn read ended, which runs next: a cancel that finds
