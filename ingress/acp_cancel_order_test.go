@@ -1,6 +1,7 @@
 package ingress_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
@@ -97,11 +101,7 @@ func TestACPPromptReceivedAfterCancelRuns(t *testing.T) {
 // session; the second, recorded after the mark and queued behind the
 // first, has its cancel stored by its first update and ends cancelled.
 func TestACPQueuedPromptCancelBeforeRecorded(t *testing.T) {
-	h := startACPHeld(t)
-	sid := acpNewSession(t, h.p.URL, "")
-	first := acpLines(t, h.p.URL, "", promptBody("1", sid, "first", true))
-	firstID := h.request(t)
-	testkit.Receive(t, first, 15*time.Second, "the first prompt streamed nothing")
+	h, sid, first, firstID := heldPrompt(t)
 
 	hold := holdFirstTurn(t, h.p.Ingress, sid)
 	second := acpLines(t, h.p.URL, "", promptBody("2", sid, "second", true))
@@ -188,4 +188,39 @@ func TestE2ATurnOfACPSessionCancelBeforeRecorded(t *testing.T) {
 	if !strings.Contains(body, `"cancelled"`) {
 		t.Fatalf("an E2A turn of the session received before its session/cancel and recorded after it (%s) answered %s, want cancelled", id, body)
 	}
+}
+
+// TestACPCancelNotHeldByUnpublishedTurn: a session/cancel reads the
+// session while its record lists P after the running prompt, P a prompt
+// whose publish then fails (taken out of the record again, never stored:
+// here an id never published, the record not listing it). The cancel
+// awaited P's store up to the publish wait (6 s) before it cancelled the
+// running prompt, not noticing P was taken out; it reads the record again
+// as it waits now (egress.WithListing), and cancels at once.
+func TestACPCancelNotHeldByUnpublishedTurn(t *testing.T) {
+	h, sid, first, firstID := heldPrompt(t)
+	unpublished := uuid.Must(uuid.NewV7()).String()
+	from := time.Now()
+	if err := ingress.CancelSessionAsRead(context.Background(), h.p.Ingress, sid, []string{firstID, unpublished}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(from); took > quick {
+		t.Errorf("the cancel took %v: held by a prompt listed when read and taken out of the record since", took)
+	}
+	if stop := h.stopReason(t, first, firstID, false); stop != "cancelled" {
+		t.Fatalf("the running prompt ended %q, want cancelled", stop)
+	}
+}
+
+// heldPrompt starts an acpHeld pipeline, opens a session sid and sends
+// the prompt "first" held running (its request firstID has streamed its
+// first update): the session's running turn, its answer's lines first.
+func heldPrompt(t *testing.T) (h *acpHeld, sid string, first <-chan []byte, firstID string) {
+	t.Helper()
+	h = startACPHeld(t)
+	sid = acpNewSession(t, h.p.URL, "")
+	first = acpLines(t, h.p.URL, "", promptBody("1", sid, "first", true))
+	firstID = h.request(t)
+	testkit.Receive(t, first, 15*time.Second, "the first prompt streamed nothing")
+	return h, sid, first, firstID
 }

@@ -16,3 +16,12 @@ func CancelRunningAsRead(ctx context.Context, s *Server, taskID string, requestI
 	after, err := s.cancelRunning(ctx, Principal{UserID: "anonymous", Scheme: SchemeNone, Open: true}, t, s.cancelOwnTurns)
 	return after.RequestIDs, err
 }
+
+// CancelSessionAsRead is the cancel of the turns of the ACP session sid by
+// s (protocolHost.CancelTurns, as ACP's session/cancel calls it, with
+// authentication off) as a cancel that read the session when its record
+// listed requestIDs.
+func CancelSessionAsRead(ctx context.Context, s *Server, sid string, requestIDs []string) error {
+	sess := &host.Session{ID: sid, Protocol: "acp", Pool: "demo", RequestIDs: requestIDs}
+	return protocolHost{s}.CancelTurns(ctx, sess)
+}

@@ -335,11 +335,17 @@ func (h protocolHost) Cancel(ctx context.Context, requestID string) error {
 // is awaited, not skipped), the newest first, but for a request that
 // is not the session's own (host.Session.Owns, read from the envelope
 // awaitStored finds): another principal's, stored under an id the record
-// lists once the hot streams dropped the session's request.
+// lists once the hot streams dropped the session's request. A turn the
+// session listed when read and taken out since (its publish failed) is
+// not awaited further: the session's record is read again as it waits
+// (egress.WithListing), else the cancel was held up to the publish wait.
 func (h protocolHost) CancelTurns(ctx context.Context, sess *host.Session) error {
 	ids := sess.RequestIDs
 	if len(ids) == 0 {
 		return nil
+	}
+	if egress.ListingOf(ctx) == nil {
+		ctx = egress.WithListing(ctx, h.s.opts.tasks.listing(KindSession, sess.ID))
 	}
 	earlier, err := h.s.egress.UnendedTurnsAwaited(ctx, ids[:len(ids)-1], host.AwaitPublish)
 	if err != nil {
