@@ -16,9 +16,11 @@ import (
 
 // e2aStreamsAndBuckets are the streams and key-value buckets (their
 // streams, KV_<bucket>) of the pipeline whose info a stage user may or may
-// not read: those of the start-up check (allE2AStreams) and the ones
-// some stages open besides.
-var e2aStreamsAndBuckets = append(slices.Clone(allE2AStreams), "E2A_PUSH_DEAD", "KV_E2A_PUSH", "KV_E2A_BRIDGE")
+// not read: those of the start-up check (allE2AStreams), the ones some
+// stages open besides, and E2A_IDEMPOTENCY, which earlier versions
+// provisioned and no code used, left in an upgraded deployment until an
+// admin deletes it: no stage reads it.
+var e2aStreamsAndBuckets = append(slices.Clone(allE2AStreams), "E2A_PUSH_DEAD", "KV_E2A_PUSH", "KV_E2A_BRIDGE", "KV_E2A_IDEMPOTENCY")
 
 // withStartupCheck is allE2AStreams, whose info every stage process
 // (serve, push, archive, agent: cmd/e2a's connectOrEmbed) reads at
@@ -50,8 +52,8 @@ var stageInfoReads = map[string][]string{
 // removedGrants are grants other than stream info that no code path of the
 // user's stage uses: the audit user reads neither cancels nor task records
 // and confirms no absence with a leader's message get, and no stage reads
-// or writes E2A_IDEMPOTENCY (streams.Apply provisions it and reads its
-// info; nothing opens it).
+// or writes E2A_IDEMPOTENCY (earlier versions provisioned it; nothing
+// opened it).
 var removedGrants = map[string][]string{
 	"audit": {"$JS.API.DIRECT.GET.E2A_CONTROL", "$JS.API.DIRECT.GET.E2A_CONTROL.e2a.ctl.x",
 		"$JS.API.DIRECT.GET.KV_E2A_TASKS", "$JS.API.DIRECT.GET.KV_E2A_TASKS.$KV.E2A_TASKS.task.x",

@@ -52,9 +52,25 @@ func TestProductionDeployment(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
+	// An upgraded deployment: E2A_IDEMPOTENCY, which earlier versions
+	// provisioned and no code used, is still there, as they made it.
+	// streams apply leaves it alone and the stages start without reading
+	// it (no user but admin may: checkLogs finds no permissions
+	// violation); an operator deletes it as admin, below while the stages
+	// run (docs/operations.md, "Upgrading").
+	leftNC, _ := c.connect("admin")
+	leftJS, _ := jetstream.New(leftNC)
+	if _, err := leftJS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "E2A_IDEMPOTENCY", Description: "E2A idempotency keys",
+		History: 1, TTL: 24 * time.Hour, MaxBytes: 384 * streams.MiB, Storage: jetstream.FileStorage, Replicas: 3}); err != nil {
+		t.Fatalf("the bucket an earlier version left: %v", err)
+	}
+
 	// Provisioning, as the Job does.
 	out := d.run("streams-apply", "admin", 60*time.Second, "streams", "apply")
 	t.Logf("streams apply:\n%s", strings.TrimSpace(out))
+	if strings.Contains(out, "IDEMPOTENCY") {
+		t.Errorf("streams apply touched E2A_IDEMPOTENCY:\n%s", out)
+	}
 
 	apiKey := randomSecret(t)
 	opsKey := randomSecret(t)
@@ -75,6 +91,12 @@ func TestProductionDeployment(t *testing.T) {
 	// print them.
 	tail := d.start("tail", "audit", nil, "tail", "--since", testStart.UTC().Format(time.RFC3339Nano))
 	t.Logf("stages ready %v after the start", time.Since(testStart).Round(time.Millisecond))
+	if _, err := leftJS.KeyValue(ctx, "E2A_IDEMPOTENCY"); err != nil {
+		t.Errorf("E2A_IDEMPOTENCY after streams apply and the stages' start: %v", err)
+	}
+	if err := leftJS.DeleteKeyValue(ctx, "E2A_IDEMPOTENCY"); err != nil {
+		t.Errorf("admin deletes E2A_IDEMPOTENCY: %v", err)
+	}
 
 	// Every protocol, through serve-1. The tail prints these requests
 	// (waited for below).

@@ -135,7 +135,7 @@ func describePermissions(u *server.User) []string {
 
 // allE2AStreams are the streams and buckets whose info every stage reads
 // at start-up (streams.Apply finds no drift).
-var allE2AStreams = []string{"E2A_REQUESTS", "E2A_RESPONSES", "E2A_CONTROL", "E2A_AUDIT", "E2A_ARCHIVE", "KV_E2A_TASKS", "KV_E2A_IDEMPOTENCY", "KV_E2A_RATELIMIT", "KV_E2A_INDEX"}
+var allE2AStreams = []string{"E2A_REQUESTS", "E2A_RESPONSES", "E2A_CONTROL", "E2A_AUDIT", "E2A_ARCHIVE", "KV_E2A_TASKS", "KV_E2A_RATELIMIT", "KV_E2A_INDEX"}
 
 func forKeys[V any](m map[string]V, yield func(string) bool) {
 	for k := range m {

@@ -26,7 +26,7 @@ func TestApplyIdempotentAndDrift(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first Apply: %v\n%s", err, rep)
 	}
-	if len(rep.Changes) != 8 || !rep.Changed() {
+	if len(rep.Changes) != 7 || !rep.Changed() {
 		t.Fatalf("first Apply report:\n%s", rep)
 	}
 	for _, c := range rep.Changes {
@@ -63,7 +63,7 @@ func TestApplyIdempotentAndDrift(t *testing.T) {
 	if c.Action != streams.ActionUpdated || len(c.Drift) != 1 || c.Drift[0] != "MaxMsgsPerSubject: 5 -> 10" {
 		t.Fatalf("tasks after history change: %+v", c)
 	}
-	for _, name := range []string{streams.ResponsesStream, streams.ControlStream, streams.AuditStream, streams.IdempotencyBucket} {
+	for _, name := range []string{streams.ResponsesStream, streams.ControlStream, streams.AuditStream, streams.RateLimitBucket} {
 		if c, _ := rep.Get(name); c.Action != streams.ActionUnchanged {
 			t.Fatalf("%s: %+v", name, c)
 		}
@@ -116,6 +116,37 @@ func TestApplyInvalid(t *testing.T) {
 	rep, err := streams.Apply(ctx(t), js, r3)
 	if err == nil || rep.Changed() {
 		t.Fatalf("R3 on one server: %v\n%s", err, rep)
+	}
+}
+
+// TestApplyLeavesIdempotencyBucket: a deployment upgraded from a version
+// that provisioned E2A_IDEMPOTENCY (never read or written) still has it.
+// Apply neither reports nor touches it, so every stage's start-up check
+// passes with it present; an operator deletes it as admin
+// (docs/operations.md).
+func TestApplyLeavesIdempotencyBucket(t *testing.T) {
+	_, _, js := startServer(t)
+	cfg := testConfig()
+	old := jetstream.KeyValueConfig{Bucket: "E2A_IDEMPOTENCY", Description: "E2A idempotency keys", History: 1,
+		TTL: 24 * time.Hour, Storage: cfg.Storage, Replicas: cfg.Replicas, MaxBytes: cfg.KeyValueMaxBytes}
+	if _, err := js.CreateKeyValue(ctx(t), old); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		rep, err := streams.Apply(ctx(t), js, cfg)
+		if err != nil {
+			t.Fatalf("Apply %d: %v\n%s", i, err, rep)
+		}
+		if c, ok := rep.Get("E2A_IDEMPOTENCY"); ok || strings.Contains(rep.String(), "IDEMPOTENCY") {
+			t.Fatalf("Apply %d reported the bucket: %+v\n%s", i, c, rep)
+		}
+	}
+	kv, err := js.KeyValue(ctx(t), "E2A_IDEMPOTENCY")
+	if err != nil {
+		t.Fatalf("bucket gone: %v", err)
+	}
+	if st, err := kv.Status(ctx(t)); err != nil || st.TTL() != 24*time.Hour {
+		t.Fatalf("bucket changed: %v, %v", st, err)
 	}
 }
 

@@ -27,9 +27,6 @@ const (
 
 	// TasksBucket maps tasks and contexts to request ids and state.
 	TasksBucket = "E2A_TASKS"
-	// IdempotencyBucket remembers idempotency keys beyond the deduplication
-	// window of RequestsStream.
-	IdempotencyBucket = "E2A_IDEMPOTENCY"
 	// RateLimitBucket holds rate limiter state; keys expire after
 	// Config.RateLimitTTL.
 	RateLimitBucket = "E2A_RATELIMIT"
@@ -50,7 +47,7 @@ const (
 
 // Buckets are the key-value buckets the pipeline's processes create, each
 // bounded by Config.KeyValueMaxBytes.
-var Buckets = []string{TasksBucket, IdempotencyBucket, RateLimitBucket, WorkflowLocalBucket, WorkflowSessionBucket,
+var Buckets = []string{TasksBucket, RateLimitBucket, WorkflowLocalBucket, WorkflowSessionBucket,
 	WorkflowCacheBucket, BridgeBucket, PushBucket}
 
 const (
@@ -135,7 +132,7 @@ type Config struct {
 	// back less far). Unlimited (-1) or > 0. Default 512 MiB.
 	IndexMaxBytes int64
 	// KeyValueMaxBytes bounds each key-value bucket (KeyValueConfig:
-	// E2A_TASKS, E2A_IDEMPOTENCY, E2A_RATELIMIT, E2A_BRIDGE, the workflow's
+	// E2A_TASKS, E2A_RATELIMIT, E2A_BRIDGE, the workflow's
 	// A2E_LOCAL, A2E_SESSION, A2E_CACHE; PushBucketConfig's E2A_PUSH: every
 	// one of Buckets). A full bucket refuses
 	// new writes (a key-value bucket discards new) until entries expire or
@@ -168,8 +165,6 @@ type Config struct {
 	// TasksTTL is how long a task entry lives after its last update; 0 keeps
 	// entries forever. Keep it at least ResponsesMaxAge. Default 72h.
 	TasksTTL time.Duration
-	// IdempotencyTTL is how long an idempotency key lives. Default 24h.
-	IdempotencyTTL time.Duration
 	// RateLimitTTL is how long an idle rate limiter key lives; it must cover
 	// the longest window (a day). Default 25h.
 	RateLimitTTL time.Duration
@@ -203,7 +198,6 @@ func DefaultConfig() Config {
 		KeyValueMaxBytes:  256 * MiB,
 		TasksHistory:      5,
 		TasksTTL:          72 * time.Hour,
-		IdempotencyTTL:    24 * time.Hour,
 		RateLimitTTL:      25 * time.Hour,
 	}
 }
@@ -272,7 +266,6 @@ func (c Config) Validate() error {
 		bad("TasksHistory %d not in 1..%d", c.TasksHistory, jetstream.KeyValueMaxHistory)
 	}
 	age("TasksTTL", c.TasksTTL, true)
-	age("IdempotencyTTL", c.IdempotencyTTL, false)
 	age("RateLimitTTL", c.RateLimitTTL, false)
 	if len(errs) == 0 {
 		return nil

@@ -36,7 +36,6 @@ func TestConfigValidate(t *testing.T) {
 		"audit age tiny":          func(c *streams.Config) { c.AuditMaxAge = time.Millisecond },
 		"tasks history 0":         func(c *streams.Config) { c.TasksHistory = 0 },
 		"tasks history 65":        func(c *streams.Config) { c.TasksHistory = 65 },
-		"idempotency ttl 0":       func(c *streams.Config) { c.IdempotencyTTL = 0 },
 		"rate limit ttl negative": func(c *streams.Config) { c.RateLimitTTL = -time.Second },
 	} {
 		c := streams.DefaultConfig()
@@ -111,7 +110,7 @@ func TestDefinitions(t *testing.T) {
 		t.Errorf("bad bucket: %v", err)
 	}
 	kvs, err := c.KeyValueConfigs()
-	if err != nil || len(kvs) != 3 {
+	if err != nil || len(kvs) != 2 {
 		t.Errorf("KeyValueConfigs: %v, %v", kvs, err)
 	}
 	bad := c

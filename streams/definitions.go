@@ -185,7 +185,6 @@ var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 // Storage of c. The well-known buckets get their settings:
 //
 //   - E2A_TASKS: TasksHistory revisions per key, TasksTTL.
-//   - E2A_IDEMPOTENCY: one revision, IdempotencyTTL.
 //   - E2A_RATELIMIT: one revision, RateLimitTTL.
 //   - A2E_LOCAL (no TTL), A2E_SESSION (24 h), A2E_CACHE (10 min): the
 //     workflow executor's buckets, created by the workflow pool.
@@ -213,9 +212,6 @@ func (c Config) KeyValueConfig(bucket string) (jetstream.KeyValueConfig, error) 
 		kv.Description = "E2A tasks and contexts: request ids and state"
 		kv.History = c.TasksHistory
 		kv.TTL = c.TasksTTL
-	case IdempotencyBucket:
-		kv.Description = "E2A idempotency keys"
-		kv.TTL = c.IdempotencyTTL
 	case RateLimitBucket:
 		kv.Description = "E2A rate limiter state"
 		kv.TTL = c.RateLimitTTL
@@ -234,8 +230,7 @@ func (c Config) KeyValueConfig(bucket string) (jetstream.KeyValueConfig, error) 
 	return kv, nil
 }
 
-// KeyValueConfigs returns the definitions of E2A_TASKS, E2A_IDEMPOTENCY and
-// E2A_RATELIMIT.
+// KeyValueConfigs returns the definitions of E2A_TASKS and E2A_RATELIMIT.
 //
 // It returns ErrInvalidConfig when c is invalid.
 func (c Config) KeyValueConfigs() ([]jetstream.KeyValueConfig, error) {
@@ -243,7 +238,7 @@ func (c Config) KeyValueConfigs() ([]jetstream.KeyValueConfig, error) {
 		return nil, err
 	}
 	var out []jetstream.KeyValueConfig
-	for _, b := range []string{TasksBucket, IdempotencyBucket, RateLimitBucket} {
+	for _, b := range []string{TasksBucket, RateLimitBucket} {
 		kv, err := c.KeyValueConfig(b)
 		if err != nil {
 			return nil, err

@@ -4,12 +4,14 @@
 //   - Config, DefaultConfig and Config.Validate: replicas, storage, max ages and
 //     sizes of every stream and key-value bucket.
 //   - The stream definitions (E2A_REQUESTS, E2A_RESPONSES, E2A_CONTROL,
-//     E2A_AUDIT), the key-value buckets (E2A_TASKS, E2A_IDEMPOTENCY,
-//     E2A_RATELIMIT) and the agent pool consumer, as jetstream.StreamConfig,
+//     E2A_AUDIT), the key-value buckets (E2A_TASKS, E2A_RATELIMIT) and the
+//     agent pool consumer, as jetstream.StreamConfig,
 //     jetstream.KeyValueConfig and jetstream.ConsumerConfig values.
 //   - Apply: idempotent create-or-update of all streams and buckets, with a
 //     Report of what was created, updated or left unchanged and of the drift
-//     found.
+//     found. It touches only what it defines: a stream or bucket it does not
+//     know, such as E2A_IDEMPOTENCY (provisioned by earlier versions, never
+//     read or written), is left as it is.
 //   - StartEmbedded: an in-process JetStream server (single node or a node of
 //     an in-process cluster) that always listens on a loopback TCP port.
 //   - StartInMemory: such a server with the streams and buckets applied in

@@ -61,7 +61,6 @@ func ExampleApply() {
 	// stream E2A_AUDIT: created
 	// stream E2A_ARCHIVE: created
 	// kv E2A_TASKS: created
-	// kv E2A_IDEMPOTENCY: created
 	// kv E2A_RATELIMIT: created
 	// updated [MaxAge: 24h0m0s -> 48h0m0s]
 }
