@@ -36,8 +36,9 @@ func IsSecretKey(k string) bool { return redact.IsSecretKey(k) }
 //     (values under secret keys, scalar leaves of objects under them,
 //     name/value pairs, secret command-line flags), each value replaced
 //     by a reference or [Redacted];
-//   - MCP servers (params.mcpServers or mcp_servers, at any depth) lose
-//     every env and headers value ([StripMCPServers]).
+//   - MCP servers (params.mcpServers or mcp_servers, at any depth: an
+//     array, or an object of servers by name) lose every env and headers
+//     value ([StripMCPServers]).
 func stripSecrets(env *e2a.Envelope, ref SecretRefFunc) int {
 	n := 0
 	if a := env.Auth; a != nil {
@@ -203,7 +204,11 @@ func workflowPrefixes(v any, depth int, out []keptPrefix) []keptPrefix {
 }
 
 // stripMCPIn applies StripMCPServers to every mcpServers / mcp_servers
-// array in v.
+// list in v: an array of servers (ACP's form), or an object of servers by
+// name, the form of the MCP configuration files of Claude Desktop, Cursor
+// and the MCP SDKs' samples ({"mcpServers": {"github": {"command": …,
+// "env": {…}}}}), whose env and headers values were kept when their names
+// were not secret (GH_PAT, OPENAI_KEY).
 func stripMCPIn(v any, depth int) int {
 	if depth > redact.MaxDepth {
 		return 0
@@ -212,9 +217,19 @@ func stripMCPIn(v any, depth int) int {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, x := range t {
-			if a, ok := x.([]any); ok && (k == "mcpServers" || k == "mcp_servers") {
-				n += StripMCPServers(a)
-				continue
+			if k == "mcpServers" || k == "mcp_servers" {
+				switch s := x.(type) {
+				case []any:
+					n += StripMCPServers(s)
+					continue
+				case map[string]any:
+					byName := make([]any, 0, len(s))
+					for _, server := range s {
+						byName = append(byName, server)
+					}
+					n += StripMCPServers(byName)
+					continue
+				}
 			}
 			n += stripMCPIn(x, depth+1)
 		}

@@ -135,3 +135,40 @@ func TestStripMCPServers(t *testing.T) {
 		t.Error("second pass changed values")
 	}
 }
+
+// TestMCPServersByName: an MCP configuration as Claude Desktop, Cursor and
+// the MCP SDKs' samples write it, {"mcpServers": {"<name>": {command,
+// args, env: {…}, headers: {…}}}}, loses every env and headers value,
+// whatever its name, as ACP's array of servers does: env values named
+// GH_PAT or OPENAI_KEY (no secret word) were stored as sent.
+func TestMCPServersByName(t *testing.T) {
+	const s = "SECRET-mcp-by-name-"
+	n := normalizer.New(normalizer.Config{})
+	servers := `{"github":{"command":"npx","args":["-y","@modelcontextprotocol/server-github"],"env":{"GH_PAT":"` + s + `1","OPENAI_KEY":"` + s + `2"}},` +
+		`"remote":{"url":"https://mcp.example.com/mcp","headers":{"X-Custom":"` + s + `3"}}}`
+	for _, c := range []struct {
+		name string
+		ad   normalizer.Adapter
+		body string
+	}{
+		{"e2a params", n.FromE2A, `{"request_id":"r1","params":{"text":"hi","mcpServers":` + servers + `}}`},
+		{"e2a nested mcp_servers", n.FromE2A, `{"request_id":"r1","params":{"config":{"mcp_servers":` + servers + `}}}`},
+		{"a2a data part", n.FromA2A, `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user",` +
+			`"parts":[{"kind":"data","data":{"mcpServers":` + servers + `}}]}}}`},
+	} {
+		res, err := c.ad(normalizer.Input{Body: []byte(c.body)})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		b, _ := json.Marshal(res.Envelope)
+		out := string(b)
+		if i := strings.Index(out, s); i >= 0 {
+			t.Errorf("%s: a secret survived: …%s…", c.name, out[max(0, i-60):min(len(out), i+30)])
+		}
+		for _, keep := range []string{`"GH_PAT":"[redacted]"`, `"OPENAI_KEY":"[redacted]"`, `"X-Custom":"[redacted]"`, "@modelcontextprotocol/server-github", "https://mcp.example.com/mcp"} {
+			if !strings.Contains(out, keep) {
+				t.Errorf("%s: %s missing from %s", c.name, keep, out)
+			}
+		}
+	}
+}
