@@ -351,10 +351,11 @@ func handleRoot(w http.ResponseWriter, r *http.Request) {
 		"endpoints": map[string]string{
 			"e2a":        "POST /v1/requests, GET /v1/requests/{id}, GET /v1/requests/{id}/stream",
 			"a2a":        "POST /a2a (A2A v0.3 and AgentVault JSON-RPC)",
+			"a2a_v1":     "POST /a2a/v1 (A2A v1.0 JSON-RPC); /a2a/v1/message:send, /a2a/v1/message:stream, /a2a/v1/tasks (A2A v1.0 HTTP+JSON)",
 			"agent_card": "GET /.well-known/agent-card.json",
 			"acp":        "POST /acp",
 			"a2e":        "POST /a2e",
-			"workflows":  "/api/v1/workflows/validate, /api/v1/workflows/execute, /api/v1/executions/{id}",
+			"workflows":  "/health, /api/v1/capabilities, /api/v1/workflows/validate, /api/v1/workflows/execute, /api/v1/executions/{id}, /api/v1/rate-limit/status",
 			"operations": "/metrics, /healthz, /readyz",
 		},
 		"docs": "README.md of the repository: quick start, protocols with curl examples, subjects, operations",
