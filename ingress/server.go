@@ -339,22 +339,29 @@ type AcceptedBody = e2aproto.AcceptedBody
 const HeaderWarning = e2aproto.HeaderWarning
 
 // handleRoot answers GET / with where to go: a browser is sent to the
-// console, anything else gets the list of endpoints.
+// console, anything else gets the list of endpoints. Under /pools/<pool>/
+// the front doors listed are the pool's, under that prefix (the bare ones
+// reach the default pool); the console, the workflow API and the
+// operations are the pipeline's.
 func handleRoot(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(r.Header.Get("Accept"), "text/html") {
 		http.Redirect(w, r, "/console", http.StatusFound)
 		return
 	}
+	var at string
+	if pool, ok := poolFromContext(r.Context()); ok {
+		at = PoolsPath + pool
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"service": "e2a-pipeline",
 		"console": "/console",
 		"endpoints": map[string]string{
-			"e2a":        "POST /v1/requests, GET /v1/requests/{id}, GET /v1/requests/{id}/stream",
-			"a2a":        "POST /a2a (A2A v0.3 and AgentVault JSON-RPC)",
-			"a2a_v1":     "POST /a2a/v1 (A2A v1.0 JSON-RPC); /a2a/v1/message:send, /a2a/v1/message:stream, /a2a/v1/tasks (A2A v1.0 HTTP+JSON)",
-			"agent_card": "GET /.well-known/agent-card.json",
-			"acp":        "POST /acp",
-			"a2e":        "POST /a2e",
+			"e2a":        fmt.Sprintf("POST %[1]s/v1/requests, GET %[1]s/v1/requests/{id}, GET %[1]s/v1/requests/{id}/stream", at),
+			"a2a":        fmt.Sprintf("POST %s/a2a (A2A v0.3 and AgentVault JSON-RPC)", at),
+			"a2a_v1":     fmt.Sprintf("POST %[1]s/a2a/v1 (A2A v1.0 JSON-RPC); %[1]s/a2a/v1/message:send, %[1]s/a2a/v1/message:stream, %[1]s/a2a/v1/tasks (A2A v1.0 HTTP+JSON)", at),
+			"agent_card": fmt.Sprintf("GET %s/.well-known/agent-card.json", at),
+			"acp":        fmt.Sprintf("POST %s/acp", at),
+			"a2e":        fmt.Sprintf("POST %s/a2e", at),
 			"workflows":  "/health, /api/v1/capabilities, /api/v1/workflows/validate, /api/v1/workflows/execute, /api/v1/executions/{id}, /api/v1/rate-limit/status",
 			"operations": "/metrics, /healthz, /readyz",
 		},

@@ -16,10 +16,33 @@ import (
 // `/api/v1/capabilities` and `/api/v1/rate-limit/status`, all in the
 // README's Protocols table and served on the same listener. Every path it
 // lists is served (anything but 404), and each of those front doors is
-// listed.
+// listed. Under a pool's prefix (`GET /pools/demo/`) it listed the bare
+// paths, which reach the default pool: there the front doors listed are the
+// pool's, under its prefix.
 func TestRootListsEveryFrontDoor(t *testing.T) {
 	base := startDev(t, nil).base
-	resp, err := http.Get(base + "/")
+	listed := rootListing(t, base, "/")
+	for _, door := range []string{"/v1/requests", "/a2a", "/a2a/v1", "/a2a/v1/message:send", "/a2a/v1/message:stream",
+		"/a2a/v1/tasks", "/acp", "/a2e", "/health", "/api/v1/capabilities", "/api/v1/workflows/execute",
+		"/api/v1/rate-limit/status", "/.well-known/agent-card.json", "/metrics", "/readyz"} {
+		if !listed[door] {
+			t.Errorf("GET / does not list %s (README, Protocols)", door)
+		}
+	}
+	pool := rootListing(t, base, "/pools/demo/")
+	for _, door := range []string{"/v1/requests", "/a2a", "/a2a/v1", "/a2a/v1/message:send", "/acp", "/a2e", "/.well-known/agent-card.json"} {
+		if !pool["/pools/demo"+door] || pool[door] {
+			t.Errorf("GET /pools/demo/ does not list the pool's %s, under its prefix", door)
+		}
+	}
+}
+
+// rootListing is the set of paths the endpoint listing at base+path names,
+// each checked to be served (anything but 404; a path with {…} is not
+// requested).
+func rootListing(t *testing.T, base, path string) map[string]bool {
+	t.Helper()
+	resp, err := http.Get(base + path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,23 +52,13 @@ func TestRootListsEveryFrontDoor(t *testing.T) {
 		Endpoints map[string]string `json:"endpoints"`
 	}
 	if err := json.Unmarshal(b, &root); err != nil || len(root.Endpoints) == 0 {
-		t.Fatalf("GET /: %d %.400s (%v)", resp.StatusCode, b, err)
+		t.Fatalf("GET %s: %d %.400s (%v)", path, resp.StatusCode, b, err)
 	}
 	listed := map[string]bool{}
 	for _, v := range root.Endpoints {
 		for _, p := range regexp.MustCompile(`/[^\s,;()]*`).FindAllString(v, -1) {
 			listed[p] = true
 		}
-	}
-	for _, door := range []string{"/v1/requests", "/a2a", "/a2a/v1", "/a2a/v1/message:send", "/a2a/v1/message:stream",
-		"/a2a/v1/tasks", "/acp", "/a2e", "/health", "/api/v1/capabilities", "/api/v1/workflows/execute",
-		"/api/v1/rate-limit/status", "/.well-known/agent-card.json", "/metrics", "/readyz"} {
-		if !listed[door] {
-			t.Errorf("GET / does not list %s (README, Protocols)", door)
-		}
-	}
-	if t.Failed() {
-		t.Logf("GET /: %s", b)
 	}
 	for p := range listed {
 		if strings.Contains(p, "{") {
@@ -57,7 +70,11 @@ func TestRootListsEveryFrontDoor(t *testing.T) {
 		}
 		r.Body.Close()
 		if r.StatusCode == http.StatusNotFound {
-			t.Errorf("GET / lists %s, which answers 404", p)
+			t.Errorf("GET %s lists %s, which answers 404", path, p)
 		}
 	}
+	if t.Failed() {
+		t.Logf("GET %s: %s", path, b)
+	}
+	return listed
 }
