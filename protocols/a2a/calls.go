@@ -215,33 +215,6 @@ func taskNotFound(rep host.Reply, protocol string, taskID string) {
 	rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeA2ATaskNotFound, Message: "Task not found"})
 }
 
-// StoredContext gives env, the retry of a new task's first message (its
-// Idempotency-Key names a stored request: the duplicate, nothing
-// published), the context the task was created in: the normalizer made a
-// new one up for the retry, which the answer named instead (a client going
-// on in it reached another conversation, or was refused naming the task).
-// Unreadable, the answer keeps env's. tasks is the caller's (host.Tasks).
-func StoredContext(ctx context.Context, tasks interface {
-	Task(context.Context, string, tenant.Access) (*host.Task, error)
-}, env *e2a.Envelope) {
-	if env.TaskID == "" {
-		return
-	}
-	if t, err := tasks.Task(ctx, env.TaskID, tenant.Read); err == nil && t.ContextID != "" {
-		env.ContextID = t.ContextID
-	}
-}
-
-// accepted is sub's acceptance of env; the retry of a new task's first
-// message (prev nil), a duplicate, has env's context made the task's
-// (StoredContext).
-func accepted(ctx context.Context, tc host.TaskCaller, sub *host.Submitted, prev *host.Task, env *e2a.Envelope) host.Accepted {
-	if sub.Accepted.Duplicate && prev == nil {
-		StoredContext(ctx, tc, env)
-	}
-	return sub.Accepted
-}
-
 // submit publishes a message/send, message/stream, tasks/send or
 // tasks/sendSubscribe request, records it on its task, and answers it with
 // the package's renderers over the host.
@@ -289,7 +262,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		return
 	}
 	defer sub.Done()
-	acc := accepted(in.Ctx, tc, sub, prev, env)
+	acc := sub.Accepted
 	if prepare {
 		in.Ctx, in.Request = sub.Context(), in.Request.WithContext(sub.Context())
 	}

@@ -219,9 +219,6 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	} else if err != nil {
 		return nil, p, sdkError(err)
 	}
-	if sub.Accepted.Duplicate && prev == nil {
-		a2aproto.StoredContext(ctx, c.c, env)
-	}
 	return sub, h.answerParams(ctx, c, req, env, prev, sub, stream, submitted), nil
 }
 
