@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
@@ -86,7 +87,23 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 		}
 		return nil, hostError(err)
 	}
+	if acc.Duplicate {
+		s.storedContext(ctx, env)
+	}
 	return host.NewSubmitted(host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, ctx, done), nil
+}
+
+// storedContext gives env, the retry of a stored request (a duplicate:
+// nothing was published), the stored request's context, in which the front
+// door answers it: the retry is answered as the first call was, in its
+// task's context, not in the one the adapter made up for the retry (a new
+// A2A task's) or the retry named. A lookup that fails leaves env as it is.
+func (s *Server) storedContext(ctx context.Context, env *e2a.Envelope) {
+	rq, err := s.egress.LoadRequestHead(ctx, env.RequestID)
+	if err != nil || rq.Envelope == nil || rq.Envelope.ContextID == "" {
+		return
+	}
+	env.ContextID = rq.Envelope.ContextID
 }
 
 // claimsContext reports whether sub's context id is claimed (or checked as
