@@ -7,7 +7,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 )
 
-// TestA2ARetryAnswersTheTasksContext: the README says the retry of a turn
+// TestA2ARetryAnswersTheTasksContextAllBindings: the README says the retry of a turn
 // a task holds, the same Idempotency-Key, is answered as the duplicate it
 // is. The retry of a new task's first message (no taskId, no contextId)
 // was answered with the task's id but a contextId the normalizer had just
