@@ -95,10 +95,9 @@ func TestReferencesBounded(t *testing.T) {
 // answered success (a 16 MiB data model: hours of a worker's CPU). The
 // filter stops at the execution's deadline with a TimeoutError.
 func TestDeadlineStopsFilterData(t *testing.T) {
-	e := New(Options{Cache: NoCache{}, Limits: Limits{MaxExecutionTime: time.Second}})
 	ls, order := doubled(15)
 	ls = append(ls, op("amp", `{"FilterData":{"inputPath":"/workflow/a","conditions":[{"field":"x","operator":"in","value":"{/workflow/a}"}],"outputPath":"/workflow/b"}}`))
-	failsAt(t, e, lines(append(ls, begin(append(order, "amp")...))...), TimeoutError, "amp")
+	timesOutAt(t, Options{Cache: NoCache{}}, lines(append(ls, begin(append(order, "amp")...))...), "amp")
 }
 
 // TestDeadlineStopsMergeData: a deepMerge copies what it merged so far at
@@ -125,11 +124,10 @@ func TestDeadlineStopsMergeData(t *testing.T) {
 		_, _ = io.WriteString(w, body)
 	}))
 	defer srv.Close()
-	e := New(Options{Policy: examplePolicy(t, "127.0.0.1"), Cache: NoCache{}, Limits: Limits{MaxExecutionTime: time.Second}})
-	failsAt(t, e, lines(
+	timesOutAt(t, Options{Policy: examplePolicy(t, "127.0.0.1"), Cache: NoCache{}}, lines(
 		op("o", `{"ApiCall":{"method":"GET","url":"`+srv.URL+`/o","outputPath":"/workflow/o"}}`),
 		op("m", `{"MergeData":{"sources":[`+strings.Join(srcs, ",")+`],"strategy":"deepMerge","outputPath":"/workflow/m"}}`),
-		begin("o", "m")), TimeoutError, "m")
+		begin("o", "m")), "m")
 }
 
 // aggregations lists n aggregations of fn on field, named a0, a1, …
@@ -232,22 +230,28 @@ func TestDeadlineStopsTransformData(t *testing.T) {
 				}
 				ls, order = append(ls, op(id, o)), append(order, id)
 			}
-			wf := lines(append(ls, begin(order...))...)
-			// The operations before amp take well under a second, but
-			// on a loaded machine they may reach the deadline first:
-			// then the run says nothing of amp, and is tried again with
-			// a longer deadline (amp, unbounded, runs far past any).
-			for deadline := time.Second; ; deadline *= 2 {
-				e := New(Options{Cache: NoCache{}, Limits: Limits{MaxExecutionTime: deadline}})
-				out := outcome(t, e, wf)
-				if deadline < 8*time.Second && out.Error != nil && out.Error.Type == TimeoutError && out.Error.OperationID != "amp" {
-					t.Logf("%s reached the %v deadline before amp: again with %v", out.Error.OperationID, deadline, 2*deadline)
-					continue
-				}
-				wantFailedAt(t, out, TimeoutError, "amp")
-				return
-			}
+			timesOutAt(t, Options{Cache: NoCache{}}, lines(append(ls, begin(order...))...), "amp")
 		})
+	}
+}
+
+// timesOutAt runs workflow wf (its lines) with an executor of opts and a
+// maxExecutionTime of 1 s, and fails the test unless it ends with
+// operation op's TimeoutError. The operations before op take well under
+// a second, but on a loaded machine they may reach the deadline first:
+// such a run says nothing of op, and is tried again with the deadline
+// doubled, up to 8 s (op, unbounded, runs far past any).
+func timesOutAt(t *testing.T, opts Options, wf, op string) {
+	t.Helper()
+	for deadline := time.Second; ; deadline *= 2 {
+		opts.Limits.MaxExecutionTime = deadline
+		out := outcome(t, New(opts), wf)
+		if deadline < 8*time.Second && out.Error != nil && out.Error.Type == TimeoutError && out.Error.OperationID != op {
+			t.Logf("%s reached the %v deadline before %s: again with %v", out.Error.OperationID, deadline, op, 2*deadline)
+			continue
+		}
+		wantFailedAt(t, out, TimeoutError, op)
+		return
 	}
 }
 
