@@ -145,7 +145,10 @@
 // stands, and writes only what the frames lack: the text of each artifact
 // beyond what was written, the parts after those written (an artifact
 // that does not extend them was replaced: written whole); then the events
-// that follow; a completed status's message that the stored frames end
+// that follow (an agent that sends the running turn's events again from
+// their start after a task without its artifacts, as another E2A
+// pipeline's A2A door does, has the updates that repeat what the frames
+// hold left out: replay.go); a completed status's message that the stored frames end
 // with (the worker stopped before its e2a.complete) is not written
 // again. A subscription that begins with a later event instead
 // (a2a-go v0.3's resubscribe) is left: the task is read with GetTask and

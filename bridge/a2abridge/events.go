@@ -79,6 +79,9 @@ type turn struct {
 	// showing it is the task before the agent took the message up, not
 	// the turn's end (stillAsking).
 	asked *a2a.TaskStatus
+	// replay holds the artifacts the agent is sending again from their
+	// start (replay.go): as rebuilt from its updates so far.
+	replay map[a2a.ArtifactID]*a2a.Artifact
 }
 
 // event writes the frames of one event of the agent. Once the turn's
@@ -109,6 +112,7 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		if err := t.ids(ctx, e.ID, e.ContextID); err != nil {
 			return err
 		}
+		t.replay = nil // the task shows each artifact whole
 		if t.pending {
 			t.resolveBaseline(e)
 		}
@@ -143,9 +147,16 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		if e.Artifact == nil {
 			return nil
 		}
+		if r := t.replay[e.Artifact.ID]; r != nil {
+			return t.replaying(r, e)
+		}
 		if w := t.seen[e.Artifact.ID]; !e.Append && w != nil && w.any {
 			// Without append, the update is the artifact whole: it
-			// replaces the one the task held (A2A).
+			// replaces the one the task held (A2A), unless it repeats
+			// part of what the frames hold (a replay: replay.go).
+			if t.replayStart(e.Artifact) {
+				return nil
+			}
 			return t.replace(e.Artifact)
 		}
 		return t.parts(e.Artifact, e.Artifact.Parts)
@@ -260,6 +271,11 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 	text := ""
 	if st.Message != nil {
 		text = partsText(st.Message.Parts)
+	}
+	if st.State.Terminal() || st.State == a2a.TaskStateInputRequired || st.State == a2a.TaskStateAuthRequired {
+		if err := t.endReplays(); err != nil {
+			return err
+		}
 	}
 	switch st.State {
 	case a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired:

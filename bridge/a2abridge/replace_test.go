@@ -46,11 +46,14 @@ func (replacer) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq
 	}
 }
 
-// replacements are the replacer's two cases: a second draft that extends
-// the first, and one that rewrites it.
+// replacements are the replacer's cases: a second draft that extends
+// the first, one that rewrites it, and one that shortens it (the start of
+// the first: taken for a replay until the turn ends, replay.go, then
+// written whole).
 var replacements = []struct{ name, first, then string }{
 	{"extends", "Hello", "Hello, world"},
 	{"rewrites", "Hi there", "Hello, world"},
+	{"shortens", "Hello, world", "Hello"},
 }
 
 // TestArtifactReplaceIsNotAppended: an agent sends its artifact, then the
