@@ -2,6 +2,7 @@ package a2abridge
 
 import (
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -82,7 +83,8 @@ func (t *turn) replaying(r *a2a.Artifact, e *a2a.TaskArtifactUpdateEvent) error 
 func (t *turn) endReplays() error {
 	replay := t.replay
 	t.replay = nil
-	for _, r := range replay {
+	for _, id := range slices.Sorted(maps.Keys(replay)) { // in one order, run to run
+		r := replay[id]
 		if c, w := contentsOf(r), t.seenOf(r.ID); c.within(w) && c.extends(w) {
 			continue // all the frames hold, no more
 		}
