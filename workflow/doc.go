@@ -135,9 +135,11 @@
 //     plaintext (development) and logs a warning.
 //   - Credentials ([Vault]: E2A_WORKFLOW_CREDENTIALS_FILE and
 //     E2A_WORKFLOW_CREDENTIAL_<NAME>) are resolved only inside the worker,
-//     per principal and optionally bound to hosts. Envelopes carry only the
-//     reference; values used in an execution are redacted from responses,
-//     results, errors and frames (an API echoing a header cannot leak it);
+//     per principal and optionally bound to hosts (an environment
+//     credential by E2A_WORKFLOW_CREDHOSTS_<NAME>, host patterns
+//     comma-separated). Envelopes carry only the reference; values used
+//     in an execution are redacted from responses, results, errors and
+//     frames (an API echoing a header cannot leak it);
 //     [Secret] prints as "[redacted]".
 //   - Limits ([Limits]): maxOperations (20) and maxExecutionTime (30 s) per
 //     workflow (overridable per principal), loop iterations, operations

@@ -117,6 +117,21 @@ func TestConfigVariablesDocumented(t *testing.T) {
 	}
 }
 
+// TestConfigEnvPrefixesDocumented: the workflow vault reads variables by
+// prefix from the environment (workflow.Vault.LoadEnv), which
+// TestConfigVariablesDocumented's walk of the envconfig tags never sees:
+// E2A_WORKFLOW_CREDHOSTS_<NAME>, binding an environment credential to its
+// hosts, was read but named in no document an operator reads (only in a
+// Go comment of workflow/vault.go).
+func TestConfigEnvPrefixesDocumented(t *testing.T) {
+	doc := strings.Join(cfgDocLines(t), "\n")
+	for _, prefix := range []string{workflow.EnvCredentialPrefix, workflow.EnvCredentialHostPrefix} {
+		if !strings.Contains(doc, prefix+"<NAME>") {
+			t.Errorf("%s<NAME> is read (workflow.Vault.LoadEnv) but docs/configuration.md and the docs it points to never name it", prefix)
+		}
+	}
+}
+
 // TestConfigDefaultsMatchDocs: every default of
 // Config and UpstreamConfig appears in its row's default column of
 // docs/configuration.md.
