@@ -79,7 +79,7 @@ func (s *Service) loadRequest(ctx context.Context, id string, head bool) (Stored
 	}
 	rq := StoredRequest{Envelope: env}
 	if !head || env == nil || env.UserID == "" {
-		rd, err := Open(ctx, s.nc, id, 0, append(s.replayOptions(nil), WithoutRequestCheck(), withFirstStored())...)
+		rd, err := Open(ctx, s.nc, id, 0, append(s.replayOptions(nil), WithoutRequestCheck(), WithFirstStored())...)
 		if err != nil {
 			return StoredRequest{}, false, err
 		}

@@ -78,7 +78,7 @@ type replayConfig struct {
 	agedOut func(ctx context.Context, id string, env *nats.Msg) (bool, error)
 	env     *nats.Msg
 	// firstStored: a read whose first frames aged out starts at the first
-	// one stored (withFirstStored).
+	// one stored (WithFirstStored).
 	firstStored bool
 }
 
@@ -270,16 +270,18 @@ func withAgedOut(agedOut func(ctx context.Context, id string, env *nats.Msg) (bo
 	return func(c *replayConfig) error { c.agedOut, c.env = agedOut, env; return nil }
 }
 
-// withFirstStored makes a read whose first stored frame lies past its
+// WithFirstStored makes a read whose first stored frame lies past its
 // resume point (the frames before aged out of E2A_RESPONSES) begin at that
 // frame, the reader's expired set, instead of ending with ErrFramesExpired:
-// a task's view is rebuilt from what remains (LoadRequests).
-func withFirstStored() ReplayOption {
+// a task's view is rebuilt from what remains (LoadRequests), and so is an
+// ACP session's replay (session/load); the first frame's sequence then
+// tells a reader that the ones before it are gone.
+func WithFirstStored() ReplayOption {
 	return func(c *replayConfig) error { c.firstStored = true; return nil }
 }
 
 // agedStart begins the read at seq, the first stored frame met, when it
-// lies past the resume point and withFirstStored allows it.
+// lies past the resume point and WithFirstStored allows it.
 func (r *Reader) agedStart(seq int64, live bool) {
 	if r.cfg.firstStored && !r.any && !live && seq > r.next {
 		r.next, r.from, r.expired = seq, seq, true
@@ -338,7 +340,7 @@ type Reader struct {
 	// then, and nothing is queued).
 	ended render.Frame
 	// expired: the first frames aged out, the read began at the first
-	// stored (withFirstStored).
+	// stored (WithFirstStored).
 	expired bool
 
 	// The wait for the next frame began at waitStart (the first wait after

@@ -264,9 +264,10 @@ func (h protocolHost) Replay(ctx context.Context, requestID string, fn func(rend
 	return egress.Replay(ctx, h.s.nc, requestID, 0, fn, egress.WithoutRequestCheck())
 }
 
-// Stored reads the frames stored so far with an egress reader.
+// Stored reads the frames stored so far with an egress reader, from the
+// first one stored (egress.WithFirstStored).
 func (h protocolHost) Stored(ctx context.Context, requestID string, fn func(*e2a.Response) error) error {
-	rd, err := egress.Open(ctx, h.s.nc, requestID, 0, egress.WithoutRequestCheck())
+	rd, err := egress.Open(ctx, h.s.nc, requestID, 0, egress.WithoutRequestCheck(), egress.WithFirstStored())
 	if err != nil {
 		return err
 	}

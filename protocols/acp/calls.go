@@ -48,6 +48,14 @@ var Methods = []host.Method{
 // over stdio.
 const CancelRequest = "$/cancel_request"
 
+// MetaHistoryExpired is the key (value true) of session/load's result
+// _meta when the replay is not the session's whole history: part of it
+// aged out of the hot streams, or the record no longer lists its oldest
+// turns (replaySession). The same key marks such an A2A task
+// (protocols/a2a.MetaHistoryExpired). The whole history is in the audit
+// copy (`e2a replay <request id>`).
+const MetaHistoryExpired = "e2a_history_expired"
+
 // kindSessionConfig keys the cwd and MCP servers of a session in the task
 // store, beside the session's record.
 const kindSessionConfig = "acp_session"
@@ -749,7 +757,8 @@ func (d *frontDoor) sessionLoad(rep host.Reply, in host.Call, c host.RPCCaller, 
 	defer release()
 	st := newStream(w, in.Header, d.h.WriteTimeout())
 	emit := func(u acpsdk.SessionUpdate) error { return st.emit(notification(id, u)) }
-	if err := d.replaySession(in.Ctx, rec, emit); err != nil {
+	whole, err := d.replaySession(in.Ctx, rec, emit)
+	if err != nil {
 		if in.Ctx.Err() != nil {
 			return
 		}
@@ -757,7 +766,11 @@ func (d *frontDoor) sessionLoad(rep host.Reply, in host.Call, c host.RPCCaller, 
 		_ = st.emit(jsonrpc.ErrorResponse(req.ID, jsonrpc.InternalError("the session history could not be read")))
 		return
 	}
-	_ = st.emit(jsonrpc.ResultResponse(req.ID, acpsdk.LoadSessionResponse{}))
+	var loaded acpsdk.LoadSessionResponse
+	if !whole {
+		loaded.Meta = map[string]any{MetaHistoryExpired: true}
+	}
+	_ = st.emit(jsonrpc.ResultResponse(req.ID, loaded))
 }
 
 // loadTarget returns the session a session/load reads, answering the
@@ -792,28 +805,48 @@ func (d *frontDoor) loadTarget(rep host.Reply, in host.Call, c host.RPCCaller, r
 // e2a acp or serve replica died mid-prompt showed the answer cut off). A
 // request that is not the session's own (host.Session.Owns: by its
 // envelope, else by the user_id of its frames) is left out.
-func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit func(acpsdk.SessionUpdate) error) error {
-	var open openCalls // the calls the turns so far left pending (openCalls.end)
+//
+// History that aged out of the hot streams is left out too, and whole is
+// false then (session/load's MetaHistoryExpired): turns the record no
+// longer lists (host.Session.Dropped), a prompt whose envelope E2A_REQUESTS
+// no longer holds, a turn whose first frames E2A_RESPONSES dropped (its
+// first stored frame is past 0: the rest is replayed), and a turn without
+// a frame before one with frames (turns run one after another, so it
+// ended, and its frames aged out). A session/load failed whole ("could
+// not be read") once a turn's first frames had aged out.
+func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit func(acpsdk.SessionUpdate) error) (whole bool, err error) {
+	whole = rec.Dropped == 0
+	var open openCalls  // the calls the turns so far left pending (openCalls.end)
+	framesGone := false // a turn without a frame was met since the last with frames
 	for _, id := range rec.RequestIDs {
 		env, err := d.h.Envelope(ctx, id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if env != nil && !rec.Owns(env) {
 			continue
 		}
 		if env != nil {
 			if err := emitPrompt(env, emit); err != nil {
-				return err
+				return false, err
 			}
 		}
 		calls := open.next()
-		if err := d.replayTurn(ctx, rec, id, env != nil, &calls, emit); err != nil {
-			return err
+		first, err := d.replayTurn(ctx, rec, id, env != nil, &calls, emit)
+		if err != nil {
+			return false, err
 		}
 		open = calls
+		if first < 0 {
+			framesGone = true
+			continue
+		}
+		if first > 0 || framesGone || env == nil {
+			whole = false
+		}
+		framesGone = false
 	}
-	return nil
+	return whole, nil
 }
 
 // emitPrompt emits env's prompt as user_message_chunk updates.
@@ -842,8 +875,11 @@ func emitPrompt(env *e2a.Envelope, emit func(acpsdk.SessionUpdate) error) error 
 // calls holds the calls earlier turns left pending; the request's tool
 // calls end as the live turn ended them (the renderer's openCalls, primed
 // as leftPending primes it): at its final frame. A request with frames
-// but no final one leaves none open (leftPending stops there).
-func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string, stored bool, calls *openCalls, emit func(acpsdk.SessionUpdate) error) (err error) {
+// but no final one leaves none open (leftPending stops there). first is
+// the sequence of the first frame emitted, -1 when none was: past 0 when
+// the frames before it aged out of E2A_RESPONSES (host.Frames.Stored).
+func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string, stored bool, calls *openCalls, emit func(acpsdk.SessionUpdate) error) (first int64, err error) {
+	first = -1
 	last, final := int64(-1), false
 	defer func() {
 		if err == nil && last >= 0 && !final {
@@ -856,6 +892,9 @@ func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string
 		}
 		if !stored && !rec.OwnsFrames(r.UserID) {
 			return errNotOwn
+		}
+		if first < 0 {
+			first = r.Sequence
 		}
 		last, final = r.Sequence, r.IsFinal
 		ups, _ := calls.updates(r)
@@ -875,13 +914,13 @@ func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string
 	}
 	err = d.h.Stored(ctx, id, frame)
 	if errors.Is(err, errNotOwn) || errors.Is(err, egress.ErrNotFound) && !stored {
-		return nil
+		return first, nil
 	}
 	if err != nil && !errors.Is(err, egress.ErrNotFound) {
-		return err
+		return first, err
 	}
 	if final || !stored || last < 0 {
-		return nil
+		return first, nil
 	}
 	err = d.h.Replay(ctx, id, func(f render.Frame) error {
 		r, derr := f.Decoded()
@@ -891,9 +930,9 @@ func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string
 		return frame(r)
 	})
 	if errors.Is(err, errNotOwn) {
-		return nil
+		return first, nil
 	}
-	return err
+	return first, err
 }
 
 // errNotOwn ends the replay of a request's frames that name another

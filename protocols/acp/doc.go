@@ -42,7 +42,8 @@
 //   - session/load replays the session's history (user_message_chunk for
 //     each prompt, then the agent's updates; host.Frames) as
 //     session/update notifications, framed like session/prompt, then the
-//     result LoadSessionResponse {} (no modes, models or config options);
+//     result LoadSessionResponse {} (no modes, models or config options;
+//     _meta MetaHistoryExpired when part of the history aged out);
 //     each ended turn's tool calls end as they did live. Its cwd and
 //     mcpServers replace the session's when the caller may write the
 //     session; a caller who may only read it (the audit role) gets the

@@ -15,9 +15,16 @@ import (
 // an ACP session over stdio (acp-go-sdk's client) to it.
 func stdioSession(t *testing.T, h agent.HandlerFunc) *acptest.Session {
 	t.Helper()
+	_, s := stdioPipeline(t, h)
+	return s
+}
+
+// stdioPipeline is stdioSession with its pipeline.
+func stdioPipeline(t *testing.T, h agent.HandlerFunc) (*pipetest.Pipeline, *acptest.Session) {
+	t.Helper()
 	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
 	p.Pool("agent", h)
-	return acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
+	return p, acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
 		return ingress.ServeACPStdio(ctx, in, out, p.Ingress)
 	})
 }

@@ -286,7 +286,9 @@ type Frames interface {
 	// Replay calls fn with every frame of requestID, waiting for those not
 	// yet written, up to the final one (egress.Replay).
 	Replay(ctx context.Context, requestID string, fn func(render.Frame) error) error
-	// Stored calls fn with the frames of requestID stored so far;
+	// Stored calls fn with the frames of requestID stored so far, from the
+	// first one stored: when the first frames aged out of E2A_RESPONSES,
+	// the first frame's sequence is past 0 (egress.WithFirstStored);
 	// egress.ErrNotFound when it has none.
 	Stored(ctx context.Context, requestID string, fn func(*e2a.Response) error) error
 	// Last returns the last frame of requestID stored so far (one direct
