@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
@@ -87,7 +88,7 @@ func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, proto
 			if errors.Is(err, ErrForbidden) {
 				code = "forbidden"
 			}
-			return nil, &host.Refusal{Status: AuthStatus(err), Code: code, Message: err.Error()}, nil
+			return nil, &host.Refusal{Status: AuthStatus(err), Code: code, Message: egress.ClientMessage(err)}, nil
 		}
 	} else {
 		StripCredentialHeaders(header)

@@ -106,6 +106,11 @@ func (e *AuthError) Error() string {
 	return s + ": " + e.Reason
 }
 
+// ClientMessage is what the client reads of the refusal (its status, the
+// scheme and the reason): Error without the package's prefix, which the
+// logs keep (egress.ClientMessage, design.md Guarantees 7).
+func (e *AuthError) ClientMessage() string { return strings.TrimPrefix(e.Error(), "ingress: ") }
+
 // Unwrap returns ErrUnauthenticated, ErrForbidden or ErrAuthThrottled.
 func (e *AuthError) Unwrap() error { return e.err }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
@@ -68,6 +69,57 @@ func TestClientMessagesSpeakTheProtocol(t *testing.T) {
 			if !strings.Contains(m, s) {
 				t.Errorf("%s: message %q does not say %q", c.name, m, s)
 			}
+		}
+	}
+}
+
+// TestAuthRefusalSpeaksToTheClient: a call without credentials, with a
+// wrong key or with a disabled principal's is refused at every door in
+// the client's words (what was wrong with its credentials), without the
+// "ingress: " prefix of the Go error, as the console answers it: every
+// door wrote "ingress: unauthenticated: missing credentials" (design.md,
+// Guarantees 7).
+func TestAuthRefusalSpeaksToTheClient(t *testing.T) {
+	p, _ := startGRPCPipeline(t, ingress.WithAuth(doorsAuth(t, false)))
+	rpc := func(method string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{}}`
+	}
+	for _, key := range []struct{ name, value, says string }{
+		{"no key", "", "missing credentials"},
+		{"wrong key", "ak_wrong_doors_0123456789abcdef", "invalid API key"},
+		{"disabled key", disabledKey, "disabled"},
+	} {
+		var hdr []string
+		if key.value != "" {
+			hdr = []string{"X-Api-Key", key.value}
+		}
+		for _, c := range []struct{ name, method, path, body string }{
+			{"e2a", "POST", "/v1/requests", `{"params":{"text":"x"}}`},
+			{"a2a", "POST", "/a2a", rpc("message/send")},
+			{"a2a v1.0 JSON-RPC", "POST", "/a2a/v1", rpc("SendMessage")},
+			{"a2a v1.0 HTTP+JSON", "GET", "/a2a/v1/tasks", ""},
+			{"acp", "POST", "/acp", rpc("session/new")},
+			{"a2e", "POST", "/a2e", `{"type":"ping"}`},
+		} {
+			resp, b := do(t, c.method, p.url+c.path, c.body, append([]string{"A2A-Version", "1.0"}, hdr...)...)
+			var msg struct {
+				Message string `json:"message"`
+				Error   struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			line, _, _ := strings.Cut(strings.TrimPrefix(string(b), "data: "), "\n")
+			if json.Unmarshal([]byte(line), &msg) != nil {
+				t.Errorf("%s, %s: %d %.300s: no JSON error", key.name, c.name, resp.StatusCode, b)
+				continue
+			}
+			if m := msg.Error.Message + msg.Message; strings.Contains(m, "ingress:") || !strings.Contains(m, key.says) {
+				t.Errorf("%s, %s: message %q; want it to say %q without the package's prefix", key.name, c.name, m, key.says)
+			}
+		}
+		_, err := grpcClient(t, p, key.value).SendMessage(t.Context(), userMessage("refused"))
+		if err == nil || strings.Contains(err.Error(), "ingress:") || !strings.Contains(err.Error(), key.says) {
+			t.Errorf("%s, gRPC: %v; want a refusal saying %q without the package's prefix", key.name, err, key.says)
 		}
 	}
 }

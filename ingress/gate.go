@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
@@ -67,7 +68,7 @@ func (s *Server) authRefusal(h http.Header, err error) failure {
 	if errors.Is(err, ErrForbidden) {
 		code, rpc = "forbidden", jsonrpc.CodeAuthorization
 	}
-	return failure{Status: AuthStatus(err), Code: code, Message: err.Error(), RPCCode: rpc}
+	return failure{Status: AuthStatus(err), Code: code, Message: egress.ClientMessage(err), RPCCode: rpc}
 }
 
 // streamSlot takes one of the principal's concurrent stream slots, or
