@@ -125,11 +125,12 @@
 // stored later than a position's message at a sequence not after it
 // shows the stream went back).
 //
-// A 2xx is delivered; another 4xx than 408 and 429 is permanent (the
+// A 2xx is delivered; a 3xx (redirects are not followed, so no retry
+// would deliver it) or another 4xx than 408 and 429 is permanent (the
 // update is dead-lettered at once, the next ones go on); anything else
-// (5xx, 408, 429, 3xx: redirects are not followed, connection errors,
-// timeouts) is transient: retried with exponential backoff and jitter
-// (WithBackoff), honouring Retry-After, for the retry window
+// (5xx, 408, 429, connection errors, timeouts) is transient: retried
+// with exponential backoff and jitter (WithBackoff), honouring
+// Retry-After, for the retry window
 // (WithRetryWindow, default 24 h) from the first failure. Past it the
 // update and every later one of the config go to the E2A_PUSH_DEAD stream
 // in order, until [Redeliver] posts them again (`e2a push redeliver`) and

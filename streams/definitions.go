@@ -93,8 +93,8 @@ func (c Config) ControlStreamConfig() jetstream.StreamConfig {
 // transforms e2a.req.*.* → e2a.audit.req.{{partition(N,2)}} and
 // e2a.resp.* → e2a.audit.resp.{{partition(N,1)}}, N = AuditPartitions, so
 // it holds at most 2N subjects whatever its age. Sourced messages keep their
-// headers (E2A-Request-Id, E2A-Sequence, Nats-Msg-Id) and gain
-// Nats-Stream-Source with the original subject. DenyDelete and DenyPurge
+// headers (E2A-Request-Id, E2A-Sequence, E2A-Frames, a direct publisher's
+// Nats-Msg-Id) and gain Nats-Stream-Source with the original subject. DenyDelete and DenyPurge
 // make it append-only; it does not deduplicate (sourcing is exactly once).
 // AuditMaxAge and AuditMaxBytes bound it, dropping the oldest messages
 // (DiscardOld, see Config.AuditMaxBytes). Its blocks are compressed as
