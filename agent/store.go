@@ -108,8 +108,6 @@ func isWrongLastSeq(err error) bool {
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
-// isClosed reports an error after which nothing more can be sent on this
-// connection.
 // publishAcked publishes m and waits for its PubAck, each attempt bounded
 // by maxAttempt and retried after a growing pause while the outcome is
 // unknown: no answer (a message lost while a cluster's routes change, a
@@ -136,6 +134,8 @@ func publishAcked(ctx context.Context, nc *nats.Conn, m *nats.Msg) (streams.PubA
 	}
 }
 
+// isClosed reports an error after which nothing more can be sent on this
+// connection.
 func isClosed(err error) bool {
 	return errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrConnectionClosed) ||
 		errors.Is(err, nats.ErrConnectionDraining)
