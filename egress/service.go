@@ -1172,6 +1172,22 @@ func ResumePoint(r *http.Request) (int64, error) {
 	return 0, nil
 }
 
+// WithoutResumePoint is r without its resume point (Last-Event-ID and
+// ?from=, which ResumePoint reads): a copy when it has one, r itself
+// otherwise (no copy on the common path).
+func WithoutResumePoint(r *http.Request) *http.Request {
+	if r == nil || r.Header.Get("Last-Event-Id") == "" && QueryValue(r, "from") == "" {
+		return r
+	}
+	r = r.Clone(r.Context())
+	r.Header.Del("Last-Event-ID")
+	if q := r.URL.Query(); q.Has("from") {
+		q.Del("from")
+		r.URL.RawQuery = q.Encode()
+	}
+	return r
+}
+
 // QueryValue is the first value of r's query parameter key, "" when there
 // is none: r.URL.Query().Get(key) (FuzzQueryValue compares them), read
 // from the raw query without building its map (a request's parameters are

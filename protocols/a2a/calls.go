@@ -264,7 +264,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	defer sub.Done()
 	acc := sub.Accepted
 	if prepare {
-		in.Ctx, in.Request = sub.Context(), in.Request.WithContext(sub.Context())
+		in.Ctx, in.Request = sub.Context(), sub.Answering(in.Request)
 	}
 	if req.IsNotification() {
 		return // published; nothing to answer
@@ -312,7 +312,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		if w == nil {
 			return
 		}
-		serveAgentVault(d.h.TaskFrames().ServeExisting, w, in.Request, acc.RequestID, AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID},
+		serveAgentVault(d.h.TaskFrames().ServeExisting, w, sub.Answering(in.Request), acc.RequestID, AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID},
 			LaterTurns(tc, env.TaskID))
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
@@ -518,7 +518,7 @@ func ServeFollowed(serve ServeFunc, format string, w http.ResponseWriter, r *htt
 			return
 		}
 		if !t.Opened {
-			w, r = ContinuedResponse{w}, WithoutResumePoint(r)
+			w, r = ContinuedResponse{w}, egress.WithoutResumePoint(r)
 		}
 		t = FollowedTurn{ID: next, Followed: true, Opened: true}
 	}
@@ -621,7 +621,7 @@ func serveTurns(serve ServeFunc, w http.ResponseWriter, r *http.Request, turns [
 		}
 		if i == 0 {
 			// The next turns from their first frame.
-			r = WithoutResumePoint(r)
+			r = egress.WithoutResumePoint(r)
 			from = 0
 		}
 	}
@@ -652,22 +652,14 @@ func turnResumePoint(r *http.Request) (turn string, from int64, ok bool) {
 	return v[:i], n, true
 }
 
-// WithoutResumePoint is r without Last-Event-ID and ?from=: a stream's
-// later turn is served from its first frame.
-func WithoutResumePoint(r *http.Request) *http.Request {
-	r = r.Clone(r.Context())
-	r.Header.Del("Last-Event-ID")
-	if q := r.URL.Query(); q.Has("from") {
-		q.Del("from")
-		r.URL.RawQuery = q.Encode()
-	}
-	return r
-}
-
 // withResumePoint is r with the resume point from (?from=, a plain
 // sequence), none when from is 0.
 func withResumePoint(r *http.Request, from int64) *http.Request {
-	r = WithoutResumePoint(r)
+	without := egress.WithoutResumePoint(r)
+	if from > 0 && without == r {
+		without = r.Clone(r.Context()) // not the caller's request
+	}
+	r = without
 	if from > 0 {
 		q := r.URL.Query()
 		q.Set("from", strconv.FormatInt(from, 10))

@@ -437,7 +437,7 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 	}
 	defer sub.Done()
 	c, _ := callFrom(r.Context())
-	b.followStream(w, r.WithContext(sub.Context()), c.c, sub.RequestID, p, newRenderer)
+	b.followStream(w, sub.Answering(r), c.c, sub.RequestID, p, newRenderer)
 }
 
 // followStream serves the stream of the task's turn requestID and then,

@@ -397,7 +397,7 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 	if sub.Duplicate {
 		undoDuplicate(r.Context())
 	}
-	d.h.Serve(lw, r, sub.RequestID, Format, func(o *render.Output) render.Renderer {
+	d.h.Serve(lw, sub.Answering(r), sub.RequestID, Format, func(o *render.Output) render.Renderer {
 		return NewRenderer(o, Params{ReqID: reqID, ReqType: env.Method})
 	})
 	// Serve leaves the end of the stream buffered for the end of the

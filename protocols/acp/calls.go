@@ -491,10 +491,7 @@ func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *
 	}
 	defer sub.Done()
 	acc := sub.Accepted
-	in.Ctx = sub.Context()
-	if in.Request != nil {
-		in.Request = in.Request.WithContext(in.Ctx)
-	}
+	in.Ctx, in.Request = sub.Context(), sub.Answering(in.Request)
 	w := rep.Stream()
 	if w == nil {
 		return // a notification: published only

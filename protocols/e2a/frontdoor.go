@@ -119,7 +119,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(HeaderWarning, acc.Warning)
 	}
 	if stream || wait {
-		d.h.ServeE2A(w, r.WithContext(sub.Context()), acc.RequestID)
+		d.h.ServeE2A(w, sub.Answering(r), acc.RequestID)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, AcceptedBody{

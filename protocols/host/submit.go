@@ -99,6 +99,28 @@ func NewSubmitted(acc Accepted, ctx context.Context, done func()) *Submitted {
 // carrying the subscription it prepared (Prepare).
 func (s *Submitted) Context() context.Context { return s.ctx }
 
+// Answering is r as the submission's answer reads it, with the
+// submission's context (Context): without its resume point (Last-Event-ID,
+// ?from=: egress.WithoutResumePoint) unless the submission is a duplicate,
+// the retry of a stored request, whose stream the client resumes. A new
+// request's stream starts at its first frame whatever the client sent,
+// since a resume point can only name a frame of another request: a client
+// that posted a streaming call again with Last-Event-ID and without its
+// idempotency key (as fetch-based SSE clients do when they reconnect)
+// started a new run and was answered from the frame after the one it
+// named, the new run's first frames (and the A2A Task event) never sent.
+// A malformed resume point is kept, for the answer to refuse.
+func (s *Submitted) Answering(r *http.Request) *http.Request {
+	if r == nil {
+		return nil
+	}
+	r = r.WithContext(s.ctx)
+	if _, err := egress.ResumePoint(r); s.Duplicate || err != nil {
+		return r // a malformed one is the client's error, answered as such
+	}
+	return egress.WithoutResumePoint(r)
+}
+
 // Done gives back what the submission holds (its stream slot, its
 // prepared subscription when no reader took it over). Call it when the
 // answer ends; later calls do nothing.
