@@ -317,7 +317,9 @@ func (c Config) authLimit() (ingress.AuthLimitConfig, error) {
 // refused only later by an option's own name (ingress's "max body bytes",
 // "invalid agent pool", obs's "log level", the embedded server's "invalid
 // port") or, for E2A_HTTP_ADDR set but empty, taken as ":0": every
-// interface at a random port instead of the loopback default.
+// interface at a random port instead of the loopback default; and
+// E2A_LOG_FORMAT set but empty, which was taken as json while an empty
+// E2A_LOG_LEVEL was refused.
 func (c Config) checkProcess() error {
 	var lv slog.Level
 	switch {
@@ -329,9 +331,16 @@ func (c Config) checkProcess() error {
 		return fmt.Errorf("config: E2A_MAX_BODY_BYTES (%d) must be positive", c.MaxBodyBytes)
 	case subjects.ValidatePool(c.DefaultPool) != nil:
 		return fmt.Errorf("config: E2A_DEFAULT_POOL %q is no agent pool name (1 to 64 letters, digits, - and _)", c.DefaultPool)
+	case c.LogLevel == "":
+		return fmt.Errorf("config: E2A_LOG_LEVEL is set but empty: want debug, info, warn or error (unset it for info)")
 	case lv.UnmarshalText([]byte(c.LogLevel)) != nil:
 		return fmt.Errorf("config: E2A_LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel)
-	case c.LogFormat != "" && c.LogFormat != "json" && c.LogFormat != "text":
+	case c.LogFormat == "":
+		// Set but empty (an empty ConfigMap value): refused as
+		// E2A_LOG_LEVEL, E2A_HTTP_ADDR and E2A_DEFAULT_POOL are, not taken
+		// as json (obs.NewLogger's "" is json).
+		return fmt.Errorf("config: E2A_LOG_FORMAT is set but empty: want json or text (unset it for json)")
+	case c.LogFormat != "json" && c.LogFormat != "text":
 		return fmt.Errorf("config: E2A_LOG_FORMAT %q: want json or text", c.LogFormat)
 	case c.MemoryLimit != 0 && c.MemoryLimit < minMemoryLimit:
 		// Below 16 MiB it is no container's limit in bytes but a slip

@@ -26,7 +26,8 @@ import (
 // E2A_MAX_BODY_BYTES=0, E2A_DEFAULT_POOL=a.b and an empty E2A_DEFAULT_POOL
 // only once the streams were provisioned, as ingress's option ("ingress:
 // max body bytes must be > 0", "invalid agent pool"); E2A_LOG_LEVEL and
-// E2A_LOG_FORMAT as "obs: log level …"; the NATS connection's settings only
+// E2A_LOG_FORMAT as "obs: log level …", and E2A_LOG_FORMAT set but empty
+// was taken as json while an empty E2A_LOG_LEVEL was refused; the NATS connection's settings only
 // when connecting, as "negative reconnect setting", "password without
 // user", "TLS certificate and key go together".
 func TestConfigRefusedNamingVariable(t *testing.T) {
@@ -44,6 +45,10 @@ func TestConfigRefusedNamingVariable(t *testing.T) {
 		{[]string{"E2A_DEFAULT_POOL=a.b"}, "E2A_DEFAULT_POOL"},
 		{[]string{"E2A_LOG_LEVEL=verbose"}, "E2A_LOG_LEVEL"},
 		{[]string{"E2A_LOG_FORMAT=xml"}, "E2A_LOG_FORMAT"},
+		// Set but empty: E2A_LOG_FORMAT= was taken as json while
+		// E2A_LOG_LEVEL= was refused.
+		{[]string{"E2A_LOG_FORMAT="}, "E2A_LOG_FORMAT is set but empty: want json or text"},
+		{[]string{"E2A_LOG_LEVEL="}, "E2A_LOG_LEVEL is set but empty: want debug, info, warn or error"},
 		{[]string{"E2A_NATS_RECONNECT_WAIT=-1s"}, "E2A_NATS_RECONNECT_WAIT"},
 		{[]string{"E2A_NATS_RECONNECT_BUFFER=-5"}, "E2A_NATS_RECONNECT_BUFFER"},
 		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_PASSWORD=hunter2-secret"}, "E2A_NATS_USER"},
