@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,6 +181,56 @@ func TestDevPortTaken(t *testing.T) {
 		if strings.Contains(errOut, "provisioned") || strings.Contains(errOut, "console") {
 			t.Errorf("%v: started something before checking the ports: %s", c.env, errOut)
 		}
+	}
+}
+
+// TestNATSPortTakenNamesWhatHoldsIt: the error for a taken E2A_NATS_PORT
+// suggests E2A_NATS_URL only when a NATS server holds the port. It said
+// "to use that server, set E2A_NATS_URL=nats://…" whatever held it, and
+// an operator who followed it with another program on the port got a
+// connection that failed (that program is no NATS server).
+func TestNATSPortTakenNamesWhatHoldsIt(t *testing.T) {
+	port := func(addr net.Addr) int { return addr.(*net.TCPAddr).Port }
+	// A listener that never accepts: the connection waits in its backlog,
+	// nothing is written.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// A listener that greets as another protocol does (SSH).
+	greeter, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer greeter.Close()
+	go func() {
+		for {
+			c, err := greeter.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "SSH-2.0-OpenSSH_9.6\r\n")
+			_ = c.Close()
+		}
+	}()
+	for name, p := range map[string]int{"silent listener": port(silent.Addr()), "SSH greeting": port(greeter.Addr())} {
+		err := checkNATSPort(Config{NATSPort: p})
+		if err == nil || !strings.Contains(err.Error(), "does not answer as a NATS server") ||
+			!strings.Contains(err.Error(), "E2A_NATS_PORT") || strings.Contains(err.Error(), "E2A_NATS_URL") {
+			t.Errorf("%s on the NATS port: %v, want it said not to be a NATS server, naming E2A_NATS_PORT and not E2A_NATS_URL", name, err)
+		}
+	}
+	srv, _ := natstest.RunServer(t)
+	u, err := url.Parse(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(u.Port())
+	err = checkNATSPort(Config{NATSPort: p})
+	if err == nil || !strings.Contains(err.Error(), "by a NATS server") ||
+		!strings.Contains(err.Error(), "E2A_NATS_URL=nats://127.0.0.1:"+u.Port()) || !strings.Contains(err.Error(), "E2A_NATS_PORT") {
+		t.Errorf("a NATS server on the NATS port: %v, want E2A_NATS_URL=nats://127.0.0.1:%s and E2A_NATS_PORT named", err, u.Port())
 	}
 }
 

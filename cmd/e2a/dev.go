@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -406,11 +410,14 @@ func checkStoreDir(dir string) error {
 	return nil
 }
 
-// checkNATSPort tells at once when the embedded server's port is taken,
-// naming both ways out: E2A_NATS_URL to use the server already there (what
-// `e2a agent` and `e2a acp` beside `e2a dev` want: an embedded server on
-// another port would be a pipeline of their own, whose pools `e2a dev`
-// never sees), or E2A_NATS_PORT for another embedded one.
+// checkNATSPort tells at once when the embedded server's port is taken.
+// When a NATS server holds it (isNATSServer), it names both ways out:
+// E2A_NATS_URL to use the server already there (what `e2a agent` and `e2a
+// acp` beside `e2a dev` want: an embedded server on another port would be
+// a pipeline of their own, whose pools `e2a dev` never sees), or
+// E2A_NATS_PORT for another embedded one. When something else holds it
+// (another program's listener), only E2A_NATS_PORT: E2A_NATS_URL would
+// name a server that is not there.
 func checkNATSPort(cfg Config) error {
 	if cfg.NatsURL != "" || cfg.NATSPort == 0 {
 		return nil
@@ -418,13 +425,44 @@ func checkNATSPort(cfg Config) error {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.NATSPort))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("NATS port %d is already in use (another e2a dev or nats-server?): to use that server, set E2A_NATS_URL=nats://%s; "+
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("embedded NATS on %s: %w", addr, err)
+		}
+		if isNATSServer(addr) {
+			return fmt.Errorf("NATS port %d is already in use by a NATS server (another e2a dev or nats-server?): to use that server, set E2A_NATS_URL=nats://%s; "+
 				"to run another embedded one, set E2A_NATS_PORT to another port, or 0 for a random one", cfg.NATSPort, addr)
 		}
-		return fmt.Errorf("embedded NATS on %s: %w", addr, err)
+		return fmt.Errorf("NATS port %d is already in use by something that does not answer as a NATS server (no INFO line within %s): "+
+			"set E2A_NATS_PORT to another port, or 0 for a random one", cfg.NATSPort, natsProbeTimeout)
 	}
 	return ln.Close()
+}
+
+// natsProbeTimeout bounds isNATSServer: a NATS server writes its INFO line
+// as soon as it accepts a connection.
+const natsProbeTimeout = 2 * time.Second
+
+// isNATSServer says whether what listens on addr answers as a NATS server:
+// the first line it writes on a new connection is the protocol's INFO, a
+// JSON object with the server's id.
+func isNATSServer(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, natsProbeTimeout)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	if err := conn.SetReadDeadline(time.Now().Add(natsProbeTimeout)); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(io.LimitReader(conn, 1<<16)).ReadString('\n')
+	if err != nil {
+		return false
+	}
+	info, ok := strings.CutPrefix(strings.TrimSpace(line), "INFO ")
+	var v struct {
+		ServerID string `json:"server_id"`
+	}
+	return ok && json.Unmarshal([]byte(info), &v) == nil && v.ServerID != ""
 }
 
 // newHTTP builds the HTTP server of ingress + egress + console + operations
