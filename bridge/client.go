@@ -445,8 +445,10 @@ func ParseURL(s string) (*url.URL, error) {
 // otherwise it returns the call's *Error: upstream_unreachable,
 // upstream_timeout, a TLS or protocol failure, upstream_auth for
 // refused credentials, or no token of its token source (ErrNoToken,
-// whatever the token endpoint answered).
-func (c *Client) Probe(ctx context.Context, path string) (int, error) {
+// whatever the token endpoint answered). With body non-nil, a 2xx
+// answer's body is given to it (read under the idle timeout, as every
+// answer's) before Probe returns.
+func (c *Client) Probe(ctx context.Context, path string, body func(io.Reader)) (int, error) {
 	u := c.Base()
 	if path != "" {
 		u.Path = strings.TrimSuffix(u.Path, "/") + "/" + strings.TrimPrefix(path, "/")
@@ -458,6 +460,9 @@ func (c *Client) Probe(ctx context.Context, path string) (int, error) {
 	}
 	resp, err := c.Do(req, nil)
 	if err == nil {
+		if body != nil {
+			body(resp.Body)
+		}
 		_ = resp.Body.Close()
 		return resp.StatusCode, nil
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -294,22 +296,28 @@ func parseInputModes(list string) ([]string, error) {
 // compatible server serves, with the key; an HTTP agent at its URL, any
 // answer): an unreachable URL or a refused key fails the command at
 // start, naming it, instead of every request after its retries. A server
-// whose {base}/models is not found (404) is taken, with a warning: the
+// whose {base}/models is not found (404), or answers it 2xx with no model
+// list (isModelList: a web page, "{}"), is taken, with a warning: the
 // usual mistake is a base URL without its /v1, whose every request then
-// fails upstream_rejected. The A2A upstream is checked by reading its
-// card. A refused key says so (refusedAtStart); headers are the
-// E2A_UPSTREAM_HEADERS sent.
+// fails upstream_rejected. A list without --model is taken silently (a
+// server may serve a model it does not list, or list it by another name:
+// Ollama's llama3 as llama3:latest). The A2A upstream is checked by
+// reading its card. A refused key says so (refusedAtStart); headers are
+// the E2A_UPSTREAM_HEADERS sent.
 func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig, headers map[string]string, log *slog.Logger) error {
 	path, call := "", "a GET of its URL"
+	var body func(io.Reader)
+	listed := false
 	switch u.Kind {
 	case upstreamA2A:
 		return nil
 	case upstreamOpenAI:
 		path, call = "models", "GET models"
+		body = func(r io.Reader) { listed = isModelList(r) }
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.ConnectTimeout+u.IdleTimeout)
 	defer cancel()
-	status, err := client.Probe(ctx, path)
+	status, err := client.Probe(ctx, path, body)
 	if refused := refusedAtStart(err, u, client.Location(), call, headers); refused != nil {
 		return refused
 	}
@@ -323,13 +331,38 @@ func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig,
 		}
 		return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s does not answer (%s): %s", u.Kind, client.Location(), call, msg)}
 	}
-	if u.Kind == upstreamOpenAI && status == http.StatusNotFound {
+	if u.Kind == upstreamOpenAI && (status == http.StatusNotFound || status/100 == 2 && !listed) {
 		// Location shows whether the base URL has a path ("/…"), never
 		// the path or query themselves (a token may be there).
+		attrs := []any{"upstream", client.Location(), "probe", "GET models", "status", status}
+		if status != http.StatusNotFound {
+			attrs = append(attrs, "answer", `not a model list ({"object":"list","data":[…]})`)
+		}
 		log.Warn("the OpenAI upstream has no model list at its base URL: is the URL the API's base, e.g. ending in /v1? Requests will fail upstream_rejected if it is not",
-			"upstream", client.Location(), "probe", "GET models", "status", status)
+			attrs...)
 	}
 	return nil
+}
+
+// maxModelListBytes bounds the model list isModelList reads (OpenRouter's
+// lists some hundreds of models in a few MB).
+const maxModelListBytes = 64 << 20
+
+// isModelList says whether r holds an OpenAI model list: a JSON object
+// whose data is an array of objects, and whose object, when there, is
+// "list" ({"object":"list","data":[{"id":"gpt-4o",…}]}; Anthropic's
+// /v1/models leaves object out). A web page (a base URL that is a UI's),
+// "{}" or another API's object is none; so is a list beyond
+// maxModelListBytes.
+func isModelList(r io.Reader) bool {
+	var v struct {
+		Object *string          `json:"object"`
+		Data   []map[string]any `json:"data"`
+	}
+	if json.NewDecoder(io.LimitReader(r, maxModelListBytes)).Decode(&v) != nil || v.Data == nil {
+		return false
+	}
+	return v.Object == nil || *v.Object == "list"
 }
 
 // startFailure is the error of a bridge whose upstream failed its check at

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -258,6 +259,61 @@ func TestNoModelListWarningURL(t *testing.T) {
 	m, _ := waitLine(t, stderr, regexp.MustCompile(`^.*no model list.*$`))
 	if !strings.Contains(m[0], `"upstream":"`+upstream.URL+`/…"`) || strings.Contains(m[0], token) {
 		t.Errorf("the warning does not name %s/… (without its path and query): %s", upstream.URL, m[0])
+	}
+}
+
+// TestNoModelListWarnsOn2xx: the start check of an OpenAI upstream warns
+// that its base URL has no model list when GET {URL}/models answers 2xx
+// with something else than a list (a UI's web page, "{}", another API's
+// object), as it does for a 404; a list, with or without the model asked
+// for (or "object"), is taken silently. A 2xx was taken as a list
+// whatever its body: `--openai http://host:3000` (Open WebUI's page, or
+// a gateway's catch-all) started without a word, and every request then
+// failed upstream_rejected.
+func TestNoModelListWarnsOn2xx(t *testing.T) {
+	for _, c := range []struct {
+		name, contentType, body string
+		status                  int
+		warn                    bool
+	}{
+		{"404", "text/plain", "404 page not found", http.StatusNotFound, true},
+		{"empty object", "application/json", `{}`, http.StatusOK, true},
+		{"web page", "text/html", "<!doctype html><html><head><title>Open WebUI</title></head></html>", http.StatusOK, true},
+		{"data null", "application/json", `{"object":"list","data":null}`, http.StatusOK, true},
+		{"another object", "application/json", `{"object":"model","data":[{"id":"m"}]}`, http.StatusOK, true},
+		{"no body", "", "", http.StatusNoContent, true},
+		{"list", "application/json", `{"object":"list","data":[{"id":"m","object":"model"}]}`, http.StatusOK, false},
+		{"list without the model", "application/json", `{"object":"list","data":[{"id":"other","object":"model"}]}`, http.StatusOK, false},
+		{"list without object", "application/json", `{"data":[{"id":"m","type":"model"}],"has_more":false}`, http.StatusOK, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/models" {
+					http.NotFound(w, r)
+					return
+				}
+				if c.contentType != "" {
+					w.Header().Set("Content-Type", c.contentType)
+				}
+				w.WriteHeader(c.status)
+				_, _ = io.WriteString(w, c.body)
+			}))
+			defer upstream.Close()
+			client, err := bridge.NewClient(upstream.URL + "/v1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs strings.Builder
+			log := slog.New(slog.NewJSONHandler(&logs, nil))
+			u := UpstreamConfig{Kind: upstreamOpenAI, URL: upstream.URL + "/v1", Model: "m", ConnectTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
+			if err := probeUpstream(context.Background(), client, u, nil, log); err != nil {
+				t.Fatalf("probeUpstream: %v", err)
+			}
+			warned := strings.Contains(logs.String(), "no model list at its base URL")
+			if warned != c.warn || warned && !strings.Contains(logs.String(), fmt.Sprintf(`"status":%d`, c.status)) {
+				t.Errorf("GET /v1/models answering %d %q: warned %v, want %v (with its status): %s", c.status, c.body, warned, c.warn, logs.String())
+			}
+		})
 	}
 }
 
