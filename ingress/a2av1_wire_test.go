@@ -64,6 +64,10 @@ func TestA2AV1WireGolden(t *testing.T) {
 		{name: "rest_list", method: "GET", path: "/a2a/v1/tasks?pageSize=1", version: "1.0"},
 		{name: "rest_get_unknown", method: "GET", path: "/a2a/v1/tasks/task-uuid", version: "1.0"},
 		{name: "rest_get_other_principal", method: "GET", path: "/a2a/v1/tasks/{{task}}", version: "1.0", key: bobKey},
+		// :subscribe's 404 names the task in its ErrorInfo (taskId), as
+		// GET's above and :cancel's do (it had the timestamp alone).
+		{name: "rest_subscribe_unknown", method: "GET", path: "/a2a/v1/tasks/task-uuid:subscribe", version: "1.0"},
+		{name: "rest_subscribe_other_principal", method: "GET", path: "/a2a/v1/tasks/{{task}}:subscribe", version: "1.0", key: bobKey},
 		{name: "rest_push_config", method: "POST", path: "/a2a/v1/tasks/task-uuid/pushNotificationConfigs",
 			body: `{"url":"https://client.example.com/webhook"}`, version: "1.0"},
 		{name: "rest_version_not_supported", method: "POST", path: "/a2a/v1/message:send", body: specHelloBody, version: "0.5"},

@@ -659,9 +659,18 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 	if ReplayRequested(r.Header) {
 		return false
 	}
+	// On HTTP+JSON the error's ErrorInfo names the task (metadata.taskId),
+	// as GET /tasks/{id}'s and POST /tasks/{id}:cancel's do.
+	plain := func(err error) {
+		if rest {
+			writeREST(w, restTaskError(err, id))
+			return
+		}
+		writePlain(w, err, head.ID, false)
+	}
 	if err := b.hd.subscribeRefusal(r.Context(), id); err != nil {
 		// The task's pool does not stream (its profile).
-		writePlain(w, err, head.ID, rest)
+		plain(err)
 		return true
 	}
 	zero := 0
@@ -670,12 +679,12 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 		// An unknown task (or another's) is TaskNotFoundError the same
 		// way (HTTP 404 on HTTP+JSON), not a stream whose one event is
 		// the error.
-		writePlain(w, err, head.ID, rest)
+		plain(err)
 		return true
 	}
 	if err != nil || !t.Status.State.Terminal() {
 		return false
 	}
-	writePlain(w, finishedError(t.ID, t.Status.State), head.ID, rest)
+	plain(finishedError(t.ID, t.Status.State))
 	return true
 }

@@ -334,6 +334,19 @@ func restError(err error) restStatus {
 	return out
 }
 
+// restTaskError is restError for a call on the task id (the path
+// /tasks/{id}…): its ErrorInfo's metadata names the task (taskId), as the
+// SDK's HTTP+JSON handler writes GetTask's and CancelTask's errors.
+func restTaskError(err error, id string) restStatus {
+	st := restError(err)
+	for _, d := range st.Error.Details {
+		if m, ok := d.Value["metadata"].(map[string]string); ok && d.TypeURL == errordetails.ErrorInfoType {
+			m["taskId"] = id
+		}
+	}
+	return st
+}
+
 // restCode is the HTTP status, the google.rpc status name and the ErrorInfo
 // reason of the A2A error err on the HTTP+JSON binding: restCodes' (500
 // INTERNAL for none), with §5.4's status where the SDK's differs
