@@ -170,7 +170,9 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 // egress.Listing in the cancel's context): a message refused once
 // recorded (stillOpen) is listed until its removal, and a cancel that
 // awaited its store held the whole publish wait. AgentVault's tasks/cancel marks nothing:
-// its messages skip the terminal-task check.
+// its messages skip the terminal-task check. It carries the record's
+// egress.Listing too (host.Tasks.Listing: caller.Listing), else a turn
+// whose publish failed held it the whole publish wait.
 
 // cancelRunning cancels the turns of the task t of principal p that have
 // not ended with cancelTurns, its record marked first (cancel of a running
@@ -332,6 +334,18 @@ func (c caller) CancelInterrupted(ctx context.Context, t *host.Task) (string, er
 func (c rpcCaller) CancelInterrupted(ctx context.Context, t *host.Task) (string, error) {
 	id, err := c.s.cancelInterrupted(ctx, c.p, t)
 	return id, hostError(err)
+}
+
+// Listing is the task store's listing of the task id (TaskStore.listing:
+// its leader's record).
+func (c caller) Listing(id string) egress.Listing {
+	return c.s.opts.tasks.listing(KindTask, id)
+}
+
+// Listing is the task store's listing of the task id (TaskStore.listing:
+// its leader's record).
+func (c rpcCaller) Listing(id string) egress.Listing {
+	return c.s.opts.tasks.listing(KindTask, id)
 }
 
 // CancelRunning is cancelRunning for the caller.

@@ -54,8 +54,13 @@ func v03Task(t *a2av1.Task, err error) (*a2a.Task, error) {
 }
 
 // agentVaultCancelTask is agentVaultCancel, with the cancel turn of an
-// interrupted task (INPUT_REQUIRED) as a2aCancel has it.
+// interrupted task (INPUT_REQUIRED) as a2aCancel has it. A turn listed and
+// not stored is awaited until stored or taken out of the record
+// (host.Tasks.Listing in ctx, egress.WithListing, as CancelRunning has
+// it): one taken out since t was read (its publish failed) held the
+// cancel up to the publish wait (6 s).
 func agentVaultCancelTask(ctx context.Context, ans Answers, tc host.Tasks, t *host.Task, cancel egress.CancelFunc) (AgentVaultCancelResult, error) {
+	ctx = egress.WithListing(ctx, tc.Listing(t.ID))
 	res, err := agentVaultCancel(ctx, ans, t, cancel)
 	if !errors.Is(err, egress.ErrNotCancelable) {
 		return res, err

@@ -351,6 +351,17 @@ func (c bindingCaller) LaterTurn(_ context.Context, t *host.Task, after string) 
 	return "", nil
 }
 
+// Listing is the requests the task id holds now (none when there is no
+// such task).
+func (c bindingCaller) Listing(id string) egress.Listing {
+	return func(context.Context) ([]string, error) {
+		if t, _ := c.h.Task(id); t != nil {
+			return t.RequestIDs, nil
+		}
+		return nil, nil
+	}
+}
+
 // ListTasks returns the caller's tasks that keep accepts, in the order
 // they were stored, reading at most max of them (0: all).
 func (c bindingCaller) ListTasks(_ context.Context, max int, keep func(*host.ListedTask) bool) ([]*host.ListedTask, error) {

@@ -73,6 +73,13 @@ type Tasks interface {
 	// its newest); it does not wait. A stream of one of t's turns goes on
 	// with it rather than end the task (a terminal state is final).
 	LaterTurn(ctx context.Context, t *Task, after string) (requestID string, err error)
+	// Listing is the egress.Listing of the caller's task id (its access
+	// checked before, by Task): the requests its record lists now, as
+	// the task store's leader holds it (a replica a write behind could
+	// read a turn just appended as taken out), for a reader that awaits
+	// the store of a turn it found listed (egress.WithListing): one taken
+	// out of the record again (its publish failed) is awaited no longer.
+	Listing(id string) egress.Listing
 }
 
 // TaskCaller is the principal a JSON-RPC transport admitted, as the
