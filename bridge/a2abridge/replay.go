@@ -1,11 +1,14 @@
 package a2abridge
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // An agent may follow a subscription's task with the running turn's
@@ -34,37 +37,22 @@ func (t *turn) replayStart(a *a2a.Artifact) bool {
 	if t.replay == nil {
 		t.replay = map[a2a.ArtifactID]*a2a.Artifact{}
 	}
-	r := *a
-	r.Parts = append(a2a.ContentParts(nil), a.Parts...)
-	r.Metadata = maps.Clone(a.Metadata)
-	t.replay[a.ID] = &r
+	t.replay[a.ID] = a2amap.UpdatedArtifact(nil, a, false)
 	return true
 }
 
 // replaying adds e, an update of an artifact in replay, to the artifact
-// as the agent sends it again, and writes what it has beyond the frames
+// as the agent sends it again (a2amap.UpdatedArtifact, as A2A applies an
+// update; an appended update's name and description, when it has them,
+// become the artifact's too), and writes what it has beyond the frames
 // once it goes beyond them (the replay then ends).
 func (t *turn) replaying(r *a2a.Artifact, e *a2a.TaskArtifactUpdateEvent) error {
+	r = a2amap.UpdatedArtifact(r, e.Artifact, e.Append)
 	if e.Append {
-		r.Parts = append(r.Parts, e.Artifact.Parts...)
-		if len(e.Artifact.Metadata) > 0 {
-			if r.Metadata == nil {
-				r.Metadata = map[string]any{}
-			}
-			maps.Copy(r.Metadata, e.Artifact.Metadata)
-		}
-		if e.Artifact.Name != "" {
-			r.Name = e.Artifact.Name
-		}
-		if e.Artifact.Description != "" {
-			r.Description = e.Artifact.Description
-		}
-	} else {
-		n := *e.Artifact
-		n.Parts = append(a2a.ContentParts(nil), e.Artifact.Parts...)
-		n.Metadata = maps.Clone(e.Artifact.Metadata)
-		*r = n
+		r.Name = cmp.Or(e.Artifact.Name, r.Name)
+		r.Description = cmp.Or(e.Artifact.Description, r.Description)
 	}
+	t.replay[r.ID] = r
 	c, w := contentsOf(r), t.seenOf(r.ID)
 	if c.within(w) {
 		return nil

@@ -287,30 +287,45 @@ func (a *Aggregator) putArtifact(art *a2a.Artifact, appendParts bool) {
 }
 
 // putArtifact is the artifacts arts with art merged in as A2A's
-// artifact-update does it (a2a-go's task manager likewise): with append,
-// art's parts are added to those of the artifact of its id; otherwise art
-// replaces that artifact, in its place. An artifact of a new id is added
-// last (a copy: the parts of those in arts are appended to in place), so
-// arts keep the order their ids were first seen in.
+// artifact-update does it (UpdatedArtifact): with append, art's parts are
+// added to those of the artifact of its id; otherwise art replaces that
+// artifact, in its place. An artifact of a new id is added last (a copy:
+// the parts of those in arts are appended to in place), so arts keep the
+// order their ids were first seen in.
 func putArtifact(arts []*a2a.Artifact, art *a2a.Artifact, appendParts bool) []*a2a.Artifact {
 	if art == nil {
 		return arts
 	}
+	for i, old := range arts {
+		if old.ID == art.ID {
+			arts[i] = UpdatedArtifact(old, art, appendParts)
+			return arts
+		}
+	}
+	return append(arts, UpdatedArtifact(nil, art, appendParts))
+}
+
+// UpdatedArtifact is the artifact old (nil: none of art's id yet) once an
+// artifact-update carrying art is applied, as A2A's artifact-update does
+// it (a2a-go's task manager likewise). With append (appendParts) and an
+// old artifact, it is old, changed in place: art's parts added after its
+// own, art's metadata merged over its own (art's members win; a new map,
+// the old one left as it was). Otherwise it is art whole, replacing old:
+// a copy of art whose parts are a slice of its own, which a later append
+// may grow without changing art's (its metadata is art's map, which no
+// update writes into). art's name and description are the artifact's only
+// when art replaces it. Its one copy for the pipeline's readers of
+// artifact-updates (the Aggregator, a2abridge's replay), so that they
+// cannot drift.
+func UpdatedArtifact(old, art *a2a.Artifact, appendParts bool) *a2a.Artifact {
+	if appendParts && old != nil {
+		old.Parts = append(old.Parts, art.Parts...)
+		old.Metadata = mergeMeta(old.Metadata, art.Metadata)
+		return old
+	}
 	c := *art
 	c.Parts = slices.Clone(art.Parts)
-	for i, old := range arts {
-		if old.ID != art.ID {
-			continue
-		}
-		if appendParts {
-			old.Parts = append(old.Parts, art.Parts...)
-			old.Metadata = mergeMeta(old.Metadata, art.Metadata)
-		} else {
-			arts[i] = &c
-		}
-		return arts
-	}
-	return append(arts, &c)
+	return &c
 }
 
 // cloneArtifacts is arts, each a copy that putArtifact may append to
