@@ -53,6 +53,23 @@ func (s *TaskStore) keepContext(ctx context.Context, kind string, rec *TaskRecor
 	return nil
 }
 
+// dropContext takes back the claim of the A2A context contextID that
+// claimContext made at revision rev, unless written again since (a
+// compare-and-purge on rev: the claim and its revisions go, one purge
+// marker is left, under TasksTTL as any record). Only for a claim nobody
+// else can rely on: one of a context id the pipeline made up for a
+// submission that then published nothing (Server.submit).
+func (s *TaskStore) dropContext(ctx context.Context, contextID string, rev uint64) error {
+	key, err := taskKey(KindContext, contextID)
+	if err != nil {
+		return err
+	}
+	if err := s.kv.Purge(ctx, key, jetstream.LastRevision(rev)); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return err
+	}
+	return nil
+}
+
 // claimedBefore is TaskRecord.ContextClaimed for the record of a task
 // whose first turn, at time at, claimed the context contextID
 // (claimContext, which leaves the claim at most half of contextRefresh

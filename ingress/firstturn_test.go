@@ -24,14 +24,15 @@ import (
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
-// taskKeys returns the keys of KV_E2A_TASKS that name tasks.
-func taskKeys(t *testing.T, js jetstream.JetStream) []string {
+// recordKeys returns the keys of KV_E2A_TASKS that name records of kind
+// (ingress.KindTask, KindContext…).
+func recordKeys(t *testing.T, js jetstream.JetStream, kind string) []string {
 	t.Helper()
 	kv, err := js.KeyValue(context.Background(), streams.TasksBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := kv.ListKeysFiltered(context.Background(), ingress.KindTask+".>")
+	keys, err := kv.ListKeysFiltered(context.Background(), kind+".>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestFirstTurnIsTheRecord(t *testing.T) {
 	// The first turn: the demo asks for input.
 	task := sendV1(ctx, t, alice, userMessage("ask:input the weather"))
 	v1Interrupted(t, "first turn", task, a2a.TaskStateInputRequired, "What should I say about the weather? Answer in this task.")
-	if keys := taskKeys(t, p.js); len(keys) != 0 {
+	if keys := recordKeys(t, p.js, ingress.KindTask); len(keys) != 0 {
 		t.Fatalf("the first turn wrote task records %v", keys)
 	}
 	subj, _ := subjects.Request("demo", string(task.ID))
@@ -128,7 +129,7 @@ func TestFirstTurnIsTheRecord(t *testing.T) {
 		rec.ContextID != task.ContextID || rec.Pool != "demo" || rec.Protocol != "a2a" {
 		t.Fatalf("record after the second turn: %+v %v", rec, err)
 	}
-	if keys := taskKeys(t, p.js); len(keys) != 1 {
+	if keys := recordKeys(t, p.js, ingress.KindTask); len(keys) != 1 {
 		t.Fatalf("task records %v", keys)
 	}
 	got, err = alice.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
@@ -225,7 +226,7 @@ func TestFirstTurnIsTheRecordV03(t *testing.T) {
 			}
 		})
 	}
-	if keys := taskKeys(t, p.js); len(keys) != 0 {
+	if keys := recordKeys(t, p.js, ingress.KindTask); len(keys) != 0 {
 		t.Fatalf("one-turn tasks wrote records %v", keys)
 	}
 }
@@ -271,7 +272,7 @@ func TestTaskStoreSecondTurnsRace(t *testing.T) {
 	if rec, err := ts.Append(ctx, ingress.KindTask, base, id, alice); err != nil || len(rec.RequestIDs) != 1 {
 		t.Fatalf("the first turn again: %+v %v", rec, err)
 	}
-	if keys := taskKeys(t, js); len(keys) != 0 {
+	if keys := recordKeys(t, js, ingress.KindTask); len(keys) != 0 {
 		t.Fatalf("records %v", keys)
 	}
 	const n = 12

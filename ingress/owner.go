@@ -406,20 +406,22 @@ func taskTerminal(id string) error {
 // answer from someone else's conversation. A claim that exists is read,
 // and written again when older than half of contextRefresh (the new task
 // of the context then leaves it at most that old: TaskStore.claimedBefore).
-func (s *Server) claimContext(ctx context.Context, p Principal, contextID string) (owner string, err error) {
+// made is the revision of the claim when this call made it (none existed),
+// else 0.
+func (s *Server) claimContext(ctx context.Context, p Principal, contextID string) (owner string, made uint64, err error) {
 	if p.Open || contextID == "" {
-		return "", nil
+		return "", 0, nil
 	}
 	key, err := taskKey(KindContext, contextID)
 	if err != nil {
-		return "", errContextConflict
+		return "", 0, errContextConflict
 	}
 	now := s.opts.now()
 	data, _ := json.Marshal(contextRecord(contextID, p.UserID, now))
-	if err := s.opts.tasks.create(ctx, key, data); err == nil {
-		return p.UserID, nil
+	if rev, err := s.opts.tasks.createRev(ctx, key, data); err == nil {
+		return p.UserID, rev, nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
-		return "", fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
+		return "", 0, fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
 	}
 	refresh := s.opts.tasks.contextRefresh
 	if refresh > 0 {
@@ -427,12 +429,12 @@ func (s *Server) claimContext(ctx context.Context, p Principal, contextID string
 	}
 	owner, _, err = s.opts.tasks.refreshContext(ctx, contextID, p.UserID, now, refresh)
 	if err != nil {
-		return "", fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
+		return "", 0, fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
 	}
 	if !p.Tenant().Allows(tenant.Write, owner) {
-		return "", errContextConflict
+		return "", 0, errContextConflict
 	}
-	return owner, nil
+	return owner, 0, nil
 }
 
 // errContextConflict is claimContext's ErrConflict: a context id another

@@ -12,7 +12,8 @@ import (
 )
 
 // submit is host.Submitter's Submit for principal p (caller and
-// rpcCaller): the stream slot, the context claim (claimsContext), the
+// rpcCaller): the stream slot, the context claim (claimsContext; that of
+// a context made up for a duplicate taken back: dropMadeUpContext), the
 // subscription to the frames, the front door's Before, then the turn's record and the publish
 // (publishTurn, publish), the publish metric observed. On error nothing is
 // published and nothing is held; the error matches the host's sentinels
@@ -53,13 +54,21 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 	// principal's context), written in the envelope for the agents
 	// (publishAfter); a turn of a task or session is its record's.
 	owner := ""
+	// madeUp: the revision of the claim this call made of a context id the
+	// pipeline made up for it (an A2A message starting a task without a
+	// contextId), 0 for none: taken back when the submission is a
+	// duplicate (dropMadeUpContext).
+	var madeUp uint64
 	if claimsContext(sub) {
-		o, err := s.claimContext(ctx, p, env.ContextID)
+		o, made, err := s.claimContext(ctx, p, env.ContextID)
 		if err != nil {
 			done()
 			return nil, hostError(err)
 		}
 		owner = o
+		if fresh.origin(env.ContextID) == idFresh {
+			madeUp = made
+		}
 	}
 	var undo func(context.Context) error
 	if sub.Before != nil {
@@ -88,6 +97,7 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 		return nil, hostError(err)
 	}
 	if acc.Duplicate {
+		s.dropMadeUpContext(ctx, env.ContextID, madeUp)
 		s.storedContext(ctx, env)
 	}
 	return host.NewSubmitted(host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, ctx, done), nil
@@ -104,6 +114,28 @@ func (s *Server) storedContext(ctx context.Context, env *e2a.Envelope) {
 		return
 	}
 	env.ContextID = rq.Envelope.ContextID
+}
+
+// dropMadeUpContext takes back the claim (made at revision rev; none
+// when 0) of contextID, a context id the pipeline made up for a submission
+// that turned out a duplicate: the retry of a stored request is answered
+// in that request's context (storedContext), and no task is ever in the
+// one made up for the retry, whose id nobody was given (but when that
+// lookup fails: the answer names it then, unclaimed, and a message naming
+// it claims it again as a new context). The claim is made
+// before the publish finds the duplicate (and must be: the publish is
+// what decides, atomically, between two first sends of one id that
+// run at once), so it is taken back after, with up to undoTimeout even
+// when ctx ended; a failure is logged, the claim then left to expire.
+func (s *Server) dropMadeUpContext(ctx context.Context, contextID string, rev uint64) {
+	if rev == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	if err := s.opts.tasks.dropContext(ctx, contextID, rev); err != nil {
+		s.opts.log.Warn("a duplicate request: taking back the claim of the context made up for it", "context_id", contextID, "err", err)
+	}
 }
 
 // claimsContext reports whether sub's context id is claimed (or checked as
