@@ -178,9 +178,7 @@ func TestComposeNATSStopsInLameDuck(t *testing.T) {
 // untouched (the compose cluster's tls service runs it at every `up`: new
 // certificates would no longer match the CA the running servers trust).
 func TestGenCertsScriptIfMissing(t *testing.T) {
-	if _, err := exec.LookPath("openssl"); err != nil {
-		t.Skip("gen-certs.sh needs openssl")
-	}
+	needOpenSSL(t)
 	dir := filepath.Join(t.TempDir(), "tls")
 	run := func() {
 		t.Helper()
