@@ -296,10 +296,12 @@ func parseInputModes(list string) ([]string, error) {
 // compatible server serves, with the key; an HTTP agent at its URL, any
 // answer): an unreachable URL or a refused key fails the command at
 // start, naming it, instead of every request after its retries. A server
-// whose {base}/models is not found (404), or answers it 2xx with no model
-// list (isModelList: a web page, "{}"), is taken, with a warning: the
-// usual mistake is a base URL without its /v1, whose every request then
-// fails upstream_rejected. A list without --model is taken silently (a
+// whose {base}/models is not found (404, or any other client error than
+// a refused key: 405 for a base URL that names an endpoint), or answers it
+// 2xx with no model list (isModelList: a web page, "{}"), is taken, with a
+// warning: the usual mistake is a base URL without its /v1, whose every
+// request then fails upstream_rejected. A server error (5xx) is taken with
+// a warning of its own (the server may be starting). A list without --model is taken silently (a
 // server may serve a model it does not list, or list it by another name:
 // Ollama's llama3 as llama3:latest). The A2A upstream is checked by
 // reading its card. A refused key says so (refusedAtStart); headers are
@@ -331,11 +333,16 @@ func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig,
 		}
 		return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s does not answer (%s): %s", u.Kind, client.Location(), call, msg)}
 	}
-	if u.Kind == upstreamOpenAI && (status == http.StatusNotFound || status/100 == 2 && !listed) {
+	if u.Kind == upstreamOpenAI && status/100 == 5 {
+		log.Warn("the OpenAI upstream answered its model list with a server error: requests will fail upstream_unavailable while it does",
+			"upstream", client.Location(), "probe", "GET models", "status", status)
+		return nil
+	}
+	if u.Kind == upstreamOpenAI && (status/100 == 4 || status/100 == 2 && !listed) {
 		// Location shows whether the base URL has a path ("/…"), never
 		// the path or query themselves (a token may be there).
 		attrs := []any{"upstream", client.Location(), "probe", "GET models", "status", status}
-		if status != http.StatusNotFound {
+		if status/100 == 2 {
 			attrs = append(attrs, "answer", `not a model list ({"object":"list","data":[…]})`)
 		}
 		log.Warn("the OpenAI upstream has no model list at its base URL: is the URL the API's base, e.g. ending in /v1? Requests will fail upstream_rejected if it is not",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -275,16 +276,20 @@ func TestNoModelListWarnsOn2xx(t *testing.T) {
 		name, contentType, body string
 		status                  int
 		warn                    bool
+		msg                     string // of the warning, when not "no model list at its base URL"
 	}{
-		{"404", "text/plain", "404 page not found", http.StatusNotFound, true},
-		{"empty object", "application/json", `{}`, http.StatusOK, true},
-		{"web page", "text/html", "<!doctype html><html><head><title>Open WebUI</title></head></html>", http.StatusOK, true},
-		{"data null", "application/json", `{"object":"list","data":null}`, http.StatusOK, true},
-		{"another object", "application/json", `{"object":"model","data":[{"id":"m"}]}`, http.StatusOK, true},
-		{"no body", "", "", http.StatusNoContent, true},
-		{"list", "application/json", `{"object":"list","data":[{"id":"m","object":"model"}]}`, http.StatusOK, false},
-		{"list without the model", "application/json", `{"object":"list","data":[{"id":"other","object":"model"}]}`, http.StatusOK, false},
-		{"list without object", "application/json", `{"data":[{"id":"m","type":"model"}],"has_more":false}`, http.StatusOK, false},
+		{"404", "text/plain", "404 page not found", http.StatusNotFound, true, ""},
+		{"405", "text/plain", "Method Not Allowed", http.StatusMethodNotAllowed, true, ""},
+		{"500", "application/json", `{"error":{"message":"model loading"}}`, http.StatusInternalServerError, true, "with a server error"},
+		{"503", "text/plain", "starting", http.StatusServiceUnavailable, true, "with a server error"},
+		{"empty object", "application/json", `{}`, http.StatusOK, true, ""},
+		{"web page", "text/html", "<!doctype html><html><head><title>Open WebUI</title></head></html>", http.StatusOK, true, ""},
+		{"data null", "application/json", `{"object":"list","data":null}`, http.StatusOK, true, ""},
+		{"another object", "application/json", `{"object":"model","data":[{"id":"m"}]}`, http.StatusOK, true, ""},
+		{"no body", "", "", http.StatusNoContent, true, ""},
+		{"list", "application/json", `{"object":"list","data":[{"id":"m","object":"model"}]}`, http.StatusOK, false, ""},
+		{"list without the model", "application/json", `{"object":"list","data":[{"id":"other","object":"model"}]}`, http.StatusOK, false, ""},
+		{"list without object", "application/json", `{"data":[{"id":"m","type":"model"}],"has_more":false}`, http.StatusOK, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -309,7 +314,7 @@ func TestNoModelListWarnsOn2xx(t *testing.T) {
 			if err := probeUpstream(context.Background(), client, u, nil, log); err != nil {
 				t.Fatalf("probeUpstream: %v", err)
 			}
-			warned := strings.Contains(logs.String(), "no model list at its base URL")
+			warned := strings.Contains(logs.String(), cmp.Or(c.msg, "no model list at its base URL"))
 			if warned != c.warn || warned && !strings.Contains(logs.String(), fmt.Sprintf(`"status":%d`, c.status)) {
 				t.Errorf("GET /v1/models answering %d %q: warned %v, want %v (with its status): %s", c.status, c.body, warned, c.warn, logs.String())
 			}
