@@ -415,6 +415,17 @@ func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// CloseDelimited reports whether resp's body ends when the connection
+// closes (no length, no chunks: Python's http.server, HTTP/1.0), so that
+// its end may be the connection's, not the upstream's: a value it cuts
+// short is a cut (upstream_unavailable, retryable), not a bad answer. Not
+// so a decompressed body (its length is the transport's to drop; a cut
+// one fails to inflate) or an HTTP/2 one (a cut stream is a stream
+// error): their end is the upstream's.
+func CloseDelimited(resp *http.Response) bool {
+	return resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && resp.ProtoMajor == 1 && !resp.Uncompressed
+}
+
 // ParseURL checks an upstream URL: absolute, http or https, with a host,
 // without user info (credentials go in Credentials, never in a URL that
 // logs print). Its errors never show s as given, which may hold a

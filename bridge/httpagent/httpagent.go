@@ -83,13 +83,9 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return err
 	}
 	defer resp.Body.Close()
-	// A body without a length or chunks ends when the connection closes
-	// (Python's http.server, HTTP/1.0): its end may be the connection's,
-	// not the agent's. Not so a decompressed body (its length is the
-	// transport's to drop; a cut one fails to inflate) or an HTTP/2 one
-	// (a cut stream is a stream error): their end is the agent's.
-	closeDelimited := resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && resp.ProtoMajor == 1 && !resp.Uncompressed
-	c := &call{u: u, ctx: ctx, env: env, w: w, closeDelimited: closeDelimited}
+	// A body without a length or chunks ends when the connection closes:
+	// its end may be the connection's, not the agent's.
+	c := &call{u: u, ctx: ctx, env: env, w: w, closeDelimited: bridge.CloseDelimited(resp)}
 	ct := resp.Header.Get("Content-Type")
 	switch mediaType(ct) {
 	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/jsonlines", "application/x-jsonlines",

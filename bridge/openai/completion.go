@@ -52,8 +52,11 @@ func startsAsJSON(br *bufio.Reader) bool {
 // carries it whole, then [DONE]. An error object, or an array whose first
 // member is one (Google's form, which Gemini's OpenAI-compatible endpoint
 // answers), is returned as the upstream's error; anything else is
-// upstream_protocol_error.
-func wholeAnswer(br io.Reader, max int, scrub func(string) string) (io.Reader, error) {
+// upstream_protocol_error, but an object that a close-delimited body
+// (closeDelimited: bridge.CloseDelimited) ends in its middle: that is the
+// connection cut, upstream_unavailable and retryable, as an event stream
+// that ends mid-line.
+func wholeAnswer(br io.Reader, max int, closeDelimited bool, scrub func(string) string) (io.Reader, error) {
 	raw, err := io.ReadAll(io.LimitReader(br, int64(max)+1))
 	if err != nil {
 		return nil, err
@@ -68,6 +71,9 @@ func wholeAnswer(br io.Reader, max int, scrub func(string) string) (io.Reader, e
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil {
+		if closeDelimited && errors.Is(json.NewDecoder(bytes.NewReader(raw)).Decode(new(json.RawMessage)), io.ErrUnexpectedEOF) {
+			return nil, bridge.Errorf(bridge.CodeUnavailable, true, "upstream closed the answer before its end: the JSON answer ended mid-value: %s", quote(raw, scrub))
+		}
 		return nil, bridge.Errorf(bridge.CodeProtocol, false, "upstream answered neither an event stream nor a JSON object: %s", quote(raw, scrub))
 	}
 	if isSet(obj["error"]) || string(obj["object"]) == `"error"` {

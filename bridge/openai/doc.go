@@ -82,7 +82,9 @@
 // whole chat.completion as the one chunk that carries it (its message as
 // the delta, its tool calls numbered in order), so it gives the same
 // frames; an error object answered with 200 (or Google's array holding
-// one) as the upstream's error. An event whose choice holds a whole
+// one) as the upstream's error; one that a body ended by the connection's
+// close (no length, no chunks) stops mid-object as the connection cut
+// (upstream_unavailable, retryable, as a stream that ends mid-line). An event whose choice holds a whole
 // message instead of a delta (the completion sent as one event), before
 // any delta, is read as that delta (after deltas it is not read again):
 //

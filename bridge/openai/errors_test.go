@@ -34,7 +34,8 @@ func firstEvents(w http.ResponseWriter) {
 // the bridge's e2a.error code, retryable as the code says, and is retried
 // only while nothing was written: 429, 503 and a body that ends at the
 // connection's close in the middle of a line before any frame are retried
-// (the second call answers); a 500-coded error event, a connection cut
+// (the second call answers), as is a whole JSON answer (no stream) that
+// so ends in the middle of its object; a 500-coded error event, a connection cut
 // mid-event or mid-line, garbage, a hang past the idle timeout, or an end
 // without finish_reason after a frame are not; a refused key, garbage
 // before any frame and an answer that is not an event stream are not
@@ -63,21 +64,24 @@ func TestBadUpstream(t *testing.T) {
 			if n > 1 {
 				return false // the echo stream
 			}
-			conn, buf, err := w.(http.Hijacker).Hijack()
-			if err != nil {
-				t.Errorf("hijack: %v", err)
-				return true
-			}
-			defer conn.Close()
-			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+			var start string
 			if frames {
 				evs := bytes.SplitAfter(echoStream("chatcmpl-partial", "m", "echo"), []byte("\n\n"))
-				_, _ = buf.Write(bytes.Join(evs[:2], nil))
+				start = string(bytes.Join(evs[:2], nil))
 			}
-			_, _ = buf.WriteString(`data: {"id":"chatcmpl-partial","model":"m","choices":[{"ind`)
-			_ = buf.Flush()
+			hijacked(t, w, "text/event-stream", start+`data: {"id":"chatcmpl-partial","model":"m","choices":[{"ind`)
 			return true
 		}
+	}
+	// wholeCut answers with a whole chat.completion (no stream) in a
+	// close-delimited body, the connection closed in the middle of the
+	// object: a cut, as the event stream's above, not a bad answer.
+	wholeCut := func(n int, w http.ResponseWriter, r *http.Request, _ chatRequest) bool {
+		if n > 1 {
+			return false // the echo stream
+		}
+		hijacked(t, w, "application/json", `{"id":"chatcmpl-whole","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hel`)
+		return true
 	}
 	after := func(tail string) script {
 		return func(n int, w http.ResponseWriter, r *http.Request, _ chatRequest) bool {
@@ -111,6 +115,7 @@ func TestBadUpstream(t *testing.T) {
 		}, bridge.CodeUnavailable, true, 1, "ec"},
 		{"cut mid-line before any frame", closeDelimited(false), "", false, 2, "echo: cut mid-line before any frame"},
 		{"cut mid-line after a frame", closeDelimited(true), bridge.CodeUnavailable, true, 1, "ec"},
+		{"whole answer cut mid-value before any frame", wholeCut, "", false, 2, "echo: whole answer cut mid-value before any frame"},
 		{"garbage before any frame", func(n int, w http.ResponseWriter, r *http.Request, _ chatRequest) bool {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte("<html><body>Bad Gateway</body></html>\n\n"))
@@ -158,6 +163,20 @@ func TestBadUpstream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hijacked answers 200 with Content-Type ct and body in a body that ends
+// at the connection's close (no Content-Length, no chunking, as Python's
+// http.server does), then closes the connection.
+func hijacked(t *testing.T, w http.ResponseWriter, ct, body string) {
+	conn, buf, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		t.Errorf("hijack: %v", err)
+		return
+	}
+	defer conn.Close()
+	_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: " + ct + "\r\nConnection: close\r\n\r\n" + body)
+	_ = buf.Flush()
 }
 
 // TestUnreachableUpstream: an upstream nothing listens on ends the request

@@ -171,7 +171,8 @@ func quote(b []byte, scrub func(string) string) string {
 // application/x-ndjson (LitServe's OpenAI spec until its issue #359). One
 // that starts as a JSON object is read whole, at most max bytes
 // (wholeAnswer): a completion as the stream that carries it, an error
-// object as the upstream's error. What starts otherwise (an HTML page) is
+// object as the upstream's error, one that a close-delimited body cuts
+// short the connection's cut (retryable). What starts otherwise (an HTML page) is
 // upstream_protocol_error.
 func streamBody(ctx context.Context, resp *http.Response, size, max int, scrub func(string) string) (io.Reader, error) {
 	mt := contentMediaType(resp.Header.Get("Content-Type"))
@@ -187,7 +188,7 @@ func streamBody(ctx context.Context, resp *http.Response, size, max int, scrub f
 		return br, nil
 	}
 	if startsAsJSON(br) {
-		r, err := wholeAnswer(br, max, scrub)
+		r, err := wholeAnswer(br, max, bridge.CloseDelimited(resp), scrub)
 		var be *bridge.Error
 		if err != nil && !errors.As(err, &be) {
 			return nil, readError(ctx, err)

@@ -395,7 +395,7 @@ func FuzzWholeAnswer(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"message":{"tool_calls":[{"function":{"arguments":7}}]}}]}`))
 	f.Add([]byte(`{"error":"overloaded"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := wholeAnswer(bytes.NewReader(b), 1<<12, nil)
+		r, err := wholeAnswer(bytes.NewReader(b), 1<<12, false, nil)
 		var be *bridge.Error
 		if err != nil {
 			if !errors.As(err, &be) {
