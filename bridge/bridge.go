@@ -255,6 +255,11 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	}
 	h.m.duration.WithLabelValues(h.pool, name).Observe(time.Since(start).Seconds())
 	oc := outcome(err)
+	if err == nil && cw.failed {
+		// The upstream answered, with its own failure: a dashboard of
+		// the calls showed every such request ok.
+		oc = "agent_failed"
+	}
 	if err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), agent.ErrFenced) {
 		// The request's own end (cancelled, past its deadline) whatever
 		// error the call returned then (a frame's write refused as the
@@ -371,6 +376,10 @@ type countingWriter struct {
 	// frame is written, so that the client that sees it finds them
 	// counted. A call retried wrote no frame, so counted nothing.
 	counted bool
+	// failed is set by a final e2a.error frame written (the upstream's
+	// own failure: an HTTP agent's error frame, an A2A agent's failed
+	// task): the call's outcome is agent_failed, not ok.
+	failed bool
 	// max bounds bytes, those of the frames written (their bodies as
 	// stored, and the metadata each carries: meta, the encoded length of
 	// the metadata set); over is the error of the write that would pass
@@ -529,7 +538,9 @@ func (c *countingWriter) Fail(code, message string, retryable bool) error {
 	if c.scrub != nil {
 		message = c.scrub(message)
 	}
-	return c.Writer.Fail(code, message, retryable)
+	err := c.Writer.Fail(code, message, retryable)
+	c.failed = c.failed || err == nil
+	return err
 }
 
 func (c *countingWriter) Write(kind, status string, body any, final bool) error {
@@ -543,7 +554,9 @@ func (c *countingWriter) Write(kind, status string, body any, final bool) error 
 	if c.scrub != nil && scrubsFrame(kind, status, body, final) {
 		body = scrubBody(body, c.scrub)
 	}
-	return c.Writer.Write(kind, status, body, final)
+	err := c.Writer.Write(kind, status, body, final)
+	c.failed = c.failed || err == nil && final && kind == e2a.KindError
+	return err
 }
 
 // JSONSizer is a frame's body that tells the length of its JSON (as

@@ -212,6 +212,38 @@ func TestServeMetrics(t *testing.T) {
 	}
 }
 
+// failing is an upstream that answers with its own failure: w.Fail, or
+// an e2a.error final frame written whole (write).
+type failing struct{ write bool }
+
+func (failing) Name() string { return "test http://failing" }
+
+func (f failing) Call(_ context.Context, _ *e2a.Envelope, w agent.Writer) error {
+	if f.write {
+		return w.Write(e2a.KindError, e2a.StatusFailed, e2a.ErrorBody{Code: "tool_failed", Message: "no weather"}, true)
+	}
+	return w.Fail("tool_failed", "no weather", false)
+}
+
+// TestServeMetricsAgentFailed: a call the upstream answered with its own
+// failure (an HTTP agent's e2a.error frame, an A2A agent's failed task)
+// is counted agent_failed; it was ok, so a dashboard of the calls showed
+// an agent failing every request as healthy.
+func TestServeMetricsAgentFailed(t *testing.T) {
+	for _, write := range []bool{false, true} {
+		up := failing{write: write}
+		h, _ := newTestHandler(t, up, WithMetrics(prometheus.NewRegistry()))
+		if err := h.Serve(context.Background(), &e2a.Envelope{RequestID: "r"}, &recWriter{}); err != nil {
+			t.Fatal(err)
+		}
+		for oc, want := range map[string]float64{"agent_failed": 1, "ok": 0} {
+			if got := testutil.ToFloat64(h.m.calls.WithLabelValues("p", up.Name(), oc)); got != want {
+				t.Errorf("written whole %v: %s calls %v, want %v", write, oc, got, want)
+			}
+		}
+	}
+}
+
 // TestMaxInFlight: at most n calls run at once; a request waiting for a
 // slot gives up when its context is done.
 func TestMaxInFlight(t *testing.T) {

@@ -37,7 +37,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	s := obs.NewMetricSet(r, obs.Shared) // the bridges of a process share the series
 	m := &metrics{
 		calls: s.CounterVec("e2a_bridge_calls_total",
-			"Upstream calls by pool, upstream and outcome (ok, an upstream_* error code, cancelled; the cancel of a cancel turn or of a request cancelled at its takeover: cancel_ and its outcome).",
+			"Upstream calls by pool, upstream and outcome (ok, agent_failed: the upstream answered with its own failure, an upstream_* error code, cancelled; the cancel of a cancel turn or of a request cancelled at its takeover: cancel_ and its outcome).",
 			"pool", "upstream", "outcome"),
 		retries:  s.CounterVec("e2a_bridge_retries_total", "Upstream calls retried before any frame was written.", "pool", "upstream"),
 		duration: s.HistogramVec("e2a_bridge_call_duration_seconds", "Upstream call latency, retries included.", latencyBuckets, "pool", "upstream"),
