@@ -149,7 +149,9 @@ func checkedDecoder(ctx context.Context, dec func(any) error) func(any) error {
 // checkProto refuses what the SDK's conversion of a proto request
 // (pbconv) would lose before the handler sees it: a negative
 // historyLength (GetTask, ListTasks, SendMessage's configuration), which
-// it drops, so that it read as no limit; JSON-RPC and HTTP+JSON answer it
+// it drops, so that it read as no limit; a ListTasks status that is no
+// TaskState (an open enum's unknown number), which it reads as no filter,
+// so that every task was listed; JSON-RPC and HTTP+JSON answer both
 // InvalidParams, and so does gRPC.
 func checkProto(m any) error {
 	var n int32
@@ -158,6 +160,9 @@ func checkProto(m any) error {
 	case *a2apb.GetTaskRequest:
 		n = r.GetHistoryLength()
 	case *a2apb.ListTasksRequest:
+		if _, ok := a2apb.TaskState_name[int32(r.GetStatus())]; !ok {
+			return fmt.Errorf("%w: status %d is not a task state", a2a.ErrInvalidParams, r.GetStatus())
+		}
 		n = r.GetHistoryLength()
 	case *a2apb.SendMessageRequest:
 		n, name = r.GetConfiguration().GetHistoryLength(), "configuration.historyLength"

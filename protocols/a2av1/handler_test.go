@@ -248,18 +248,7 @@ func TestBindingsGate(t *testing.T) {
 func TestGRPCGate(t *testing.T) {
 	fh := newFakeHost()
 	fh.AddTask(key, task("a", "c1", normalizer.ProtocolA2A, ""))
-	gs := grpc.NewServer()
-	Bindings(fh).GRPC(gs)
-	ln := bufconn.Listen(1 << 20)
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := a2apb.NewA2AServiceClient(conn)
+	client := grpcClient(t, fh)
 	ctx := context.Background()
 	if _, err := client.GetTask(ctx, &a2apb.GetTaskRequest{Id: "a"}); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("without a key: %v", err)
@@ -270,6 +259,46 @@ func TestGRPCGate(t *testing.T) {
 	}
 	if _, err := client.GetTask(metadata.AppendToOutgoingContext(ctx, "x-api-key", other), &a2apb.GetTaskRequest{Id: "a"}); status.Code(err) != codes.NotFound {
 		t.Errorf("another principal's task: %v", err)
+	}
+}
+
+// grpcClient is a client of the gRPC binding over fh, served in memory
+// until the test ends.
+func grpcClient(t *testing.T, fh fakeHost) a2apb.A2AServiceClient {
+	t.Helper()
+	gs := grpc.NewServer()
+	Bindings(fh).GRPC(gs)
+	ln := bufconn.Listen(1 << 20)
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return a2apb.NewA2AServiceClient(conn)
+}
+
+// TestGRPCListTasksUnknownStatus: a ListTasks status that is no TaskState
+// (proto3 enums are open: a number the schema does not name decodes) is
+// InvalidParams over gRPC, as JSON-RPC and HTTP+JSON answer a status they
+// do not know (A2A v1.0 §5.1: the same error handling on every binding).
+// The SDK's conversion read it as no filter: every task was listed, a
+// client taking the page for the tasks in that state.
+func TestGRPCListTasksUnknownStatus(t *testing.T) {
+	fh := newFakeHost()
+	fh.AddTask(key, task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z"))
+	client := grpcClient(t, fh)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", key)
+	res, err := client.ListTasks(ctx, &a2apb.ListTasksRequest{Status: a2apb.TaskState(99)})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("ListTasks status 99 over gRPC: %d tasks, err %v; want INVALID_ARGUMENT (InvalidParams), "+
+			"as JSON-RPC and HTTP+JSON refuse a status that is no task state", len(res.GetTasks()), err)
+	}
+	res, err = client.ListTasks(ctx, &a2apb.ListTasksRequest{Status: a2apb.TaskState_TASK_STATE_COMPLETED})
+	if err != nil || len(res.GetTasks()) != 1 {
+		t.Fatalf("ListTasks TASK_STATE_COMPLETED over gRPC: %v %v, want task a", res, err)
 	}
 }
 
