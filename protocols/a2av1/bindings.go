@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -110,6 +111,10 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			return // a path tenant naming another pool (pooltenant.go)
 		}
 		if !checkRPC {
+			if id, err := restQueryError(r); err != nil {
+				writeREST(w, restTaskError(err, id))
+				return
+			}
 			r = restListAlias(r)
 		}
 		ctx := withCall(r.Context(), call{header: r.Header, agent: r.URL.Query().Get("agent"),
@@ -337,6 +342,62 @@ func restListAlias(r *http.Request) *http.Request {
 	r2.URL.RawQuery = q.Encode()
 	r2.RequestURI = r2.URL.RequestURI()
 	return r2
+}
+
+// restQueryError is the InvalidParams of an HTTP+JSON GetTask or ListTasks
+// (GET /tasks/{id}, GET /tasks) whose query parameter the SDK's handler
+// cannot read, naming it and what it must be (A2A v1.0 §11.5: numbers as
+// decimal strings, booleans, timestamps as ISO 8601), and the task the
+// path names (taskID, "" for ListTasks). The SDK's handler answered these
+// "invalid request" (reason INVALID_REQUEST, JSON-RPC's -32600 for a
+// malformed call) naming nothing, where JSON-RPC answers the same
+// parameter of the wrong type InvalidParams naming it (§5.1: errors mapped
+// alike on every binding). nil when the query is readable.
+func restQueryError(r *http.Request) (taskID string, err error) {
+	if r.Method != http.MethodGet {
+		return "", nil
+	}
+	q := r.URL.Query()
+	switch rest, ok := strings.CutPrefix(r.URL.Path, restListPath+"/"); {
+	case r.URL.Path == restListPath:
+		for _, name := range []string{"pageSize", "historyLength"} {
+			if err := queryInt(q.Get(name), name); err != nil {
+				return "", err
+			}
+		}
+		if v := q.Get("includeArtifacts"); v != "" {
+			if _, err := strconv.ParseBool(v); err != nil {
+				return "", fmt.Errorf("%w: includeArtifacts must be true or false, not %s", a2a.ErrInvalidParams, jsonrpc.QuoteForMessage(v))
+			}
+		}
+		name := "statusTimestampAfter"
+		if !q.Has(name) {
+			name = "lastUpdatedAfter" // its alias (restListAlias)
+		}
+		if v := q.Get(name); v != "" {
+			if _, err := time.Parse(time.RFC3339, v); err != nil {
+				return "", fmt.Errorf("%w: %s must be an RFC 3339 timestamp (2006-01-02T15:04:05Z), not %s",
+					a2a.ErrInvalidParams, name, jsonrpc.QuoteForMessage(v))
+			}
+		}
+	case ok && rest != "" && !strings.Contains(rest, "/") && !strings.HasSuffix(rest, ":subscribe"):
+		if err := queryInt(q.Get("historyLength"), "historyLength"); err != nil {
+			return rest, err
+		}
+	}
+	return "", nil
+}
+
+// queryInt is the InvalidParams of query parameter name's value v when it
+// is not a decimal integer (nil when it is, or is empty: not given).
+func queryInt(v, name string) error {
+	if v == "" {
+		return nil
+	}
+	if _, err := strconv.Atoi(v); err != nil {
+		return fmt.Errorf("%w: %s must be an integer, not %s", a2a.ErrInvalidParams, name, jsonrpc.QuoteForMessage(v))
+	}
+	return nil
 }
 
 // restStreamPath is the HTTP+JSON binding's SendStreamingMessage, which

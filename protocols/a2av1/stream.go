@@ -336,9 +336,13 @@ func restError(err error) restStatus {
 
 // restTaskError is restError for a call on the task id (the path
 // /tasks/{id}…): its ErrorInfo's metadata names the task (taskId), as the
-// SDK's HTTP+JSON handler writes GetTask's and CancelTask's errors.
+// SDK's HTTP+JSON handler writes GetTask's and CancelTask's errors; for
+// no id (a call on no task), restError.
 func restTaskError(err error, id string) restStatus {
 	st := restError(err)
+	if id == "" {
+		return st
+	}
 	for _, d := range st.Error.Details {
 		if m, ok := d.Value["metadata"].(map[string]string); ok && d.TypeURL == errordetails.ErrorInfoType {
 			m["taskId"] = id
