@@ -82,7 +82,8 @@
 //     MaxAge); file → "<principal>/<key>" under Stores.Dir, opened with
 //     os.Root so nothing escapes (E2A_WORKFLOW_FILE_DIR; unset:
 //     [DefaultFileDir], a 0700 directory in the user's cache directory;
-//     "off" disables it). Keys: letters, digits, _ = - . /, no "..".
+//     "off" disables it; `e2a agent --pool workflow` and `e2a dev` refuse
+//     to start when a set one is not an existing directory). Keys: letters, digits, _ = - . /, no "..".
 //     Values are JSON, at most Limits.MaxStoreBytes. Unconfigured storage
 //     types are refused at validation.
 //   - Wait {duration ms}: sleeps on the executor's [Clock].

@@ -23,6 +23,9 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 	if err != nil {
 		return nil, err
 	}
+	if err := checkFileDir(wc.FileDir); err != nil {
+		return nil, err
+	}
 	sc := cfg.StreamsConfig()
 	sc.Storage = jetstream.FileStorage
 	kv := func(name string) (jetstream.KeyValue, error) {
@@ -58,6 +61,26 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 		opts.Cache = &workflow.KVCache{KV: cache}
 	}
 	return workflow.New(opts), nil
+}
+
+// checkFileDir refuses at start a StoreData "file" directory
+// (E2A_WORKFLOW_FILE_DIR) that is not an existing directory: the pool
+// would list file storage in its capabilities and validate workflows that
+// use it, then fail every such StoreData ("file storage is unavailable",
+// not retryable). "" (off) needs none. Only the pool checks it: serve's
+// validator never opens the directory.
+func checkFileDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("workflow: config: E2A_WORKFLOW_FILE_DIR %q: %w (create it, or set off)", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("workflow: config: E2A_WORKFLOW_FILE_DIR %q is not a directory (name one, or set off)", dir)
+	}
+	return nil
 }
 
 // egressAuthorizer lets egress's GET endpoints demand the same credentials

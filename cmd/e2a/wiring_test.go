@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
@@ -37,5 +42,34 @@ func TestServeWorkflowValidatorNeedsNoPoolSettings(t *testing.T) {
 	}
 	if _, res := e.Validate("tester", wf(workflow.StorageFile)); res.Valid {
 		t.Errorf("StoreData file with E2A_WORKFLOW_FILE_DIR=off must be refused: %+v", res)
+	}
+}
+
+// TestWorkflowPoolRefusesMissingFileDir: a workflow pool whose
+// E2A_WORKFLOW_FILE_DIR names no directory stops at start, naming the
+// variable. It started, listed file storage in its capabilities and
+// validated StoreData "file", then failed every one of them when it ran
+// ("file storage is unavailable", not retryable). An existing directory
+// is taken.
+func TestWorkflowPoolRefusesMissingFileDir(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Join(t.TempDir(), "missing"), file} {
+		cfg := configWith(t, "E2A_WORKFLOW_FILE_DIR="+dir)
+		if _, err := newWorkflowExecutor(context.Background(), js, cfg, nil); err == nil || !strings.Contains(err.Error(), "E2A_WORKFLOW_FILE_DIR") {
+			t.Errorf("E2A_WORKFLOW_FILE_DIR=%s: %v; want it refused at start, naming the variable", dir, err)
+		}
+	}
+	cfg := configWith(t, "E2A_WORKFLOW_FILE_DIR="+t.TempDir())
+	e, err := newWorkflowExecutor(context.Background(), js, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kinds := e.Capabilities("tester").SecurityConstraints["storage"]; !slices.Contains(kinds.([]string), workflow.StorageFile) {
+		t.Errorf("an existing directory: storage %v, want file in it", kinds)
 	}
 }
