@@ -183,6 +183,34 @@ func (x *execution) apiCall(ctx context.Context, op *Operation, step int, iter *
 	return res, false, err
 }
 
+// callContext bounds one attempt of pc by its timeout, or by what
+// maxExecutionTime leaves when that is shorter (cut).
+func (x *execution) callContext(ctx context.Context, pc *preparedCall) (_ context.Context, _ context.CancelFunc, cut bool) {
+	timeout := pc.timeout
+	if r := x.remaining(); r < timeout {
+		timeout, cut = r, true
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	return actx, cancel, cut
+}
+
+// budgetSpent is err, an attempt's failure, as errBudgetSpent when the
+// attempt, cut to what maxExecutionTime left, timed out: at the
+// execution's end, not after the operation's timeout (raising that would
+// not help).
+func budgetSpent(actx context.Context, err error, cut bool) error {
+	if err != nil && cut && errors.Is(actx.Err(), context.DeadlineExceeded) && (errors.Is(err, context.DeadlineExceeded) || isTimeout(err)) {
+		return errBudgetSpent
+	}
+	return err
+}
+
+// errBudgetSpent is an attempt that timed out when the execution's
+// maxExecutionTime, shorter than the operation's timeout, ran out: the
+// execution's TimeoutError, not the call's (which named the operation's
+// timeout, 30 s, for a call the budget had cut to one).
+var errBudgetSpent = errors.New("workflow: the execution's time ran out during the call")
+
 func (x *execution) withRetry(ctx context.Context, op *Operation, step int, iter *int, pc *preparedCall) (any, error) {
 	pol := x.e.retry
 	for attempt := 0; ; attempt++ {
@@ -192,6 +220,9 @@ func (x *execution) withRetry(ctx context.Context, op *Operation, step int, iter
 		}
 		if ctx.Err() != nil {
 			return nil, x.ctxError(ctx, op.ID)
+		}
+		if errors.Is(err, errBudgetSpent) {
+			return nil, x.timeout(op.ID, 0, "the execution exceeded maxExecutionTime (%v)", x.deadline.Sub(x.started))
 		}
 		retry := classify(err, ctx)
 		we := x.apiError(err, pc)
@@ -228,7 +259,7 @@ func (x *execution) withRetry(ctx context.Context, op *Operation, step int, iter
 }
 
 // attempt sends the request once.
-func (x *execution) attempt(ctx context.Context, pc *preparedCall) (any, error) {
+func (x *execution) attempt(ctx context.Context, pc *preparedCall) (_ any, err error) {
 	ok, ra, err := x.e.limiter.AllowCall(ctx, x.principal)
 	if err != nil {
 		e := newError(ExecutionError, "the API call limiter is unavailable")
@@ -242,12 +273,9 @@ func (x *execution) attempt(ctx context.Context, pc *preparedCall) (any, error) 
 		e.Suggestions = []string{"Make fewer API calls per minute or hour"}
 		return nil, e
 	}
-	timeout := pc.timeout
-	if r := x.remaining(); r < timeout {
-		timeout = r
-	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
+	actx, cancel, cut := x.callContext(ctx, pc)
 	defer cancel()
+	defer func() { err = budgetSpent(actx, err, cut) }()
 	var body io.Reader
 	if pc.body != nil {
 		body = bytes.NewReader(pc.body)

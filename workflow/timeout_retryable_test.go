@@ -114,3 +114,33 @@ func TestContinueOnErrorDeadlineKeepsEarlierFailures(t *testing.T) {
 		t.Errorf("failedOperations %v; want bad, then hang", failed)
 	}
 }
+
+// TestTimeoutAtBudgetNamesMaxExecutionTime: an ApiCall cut short by what
+// maxExecutionTime left (an API took 29.8 s of the 30 s, the next one
+// does not answer) ended "API call to … timed out after 30s", with the
+// suggestion to raise the operation's timeout, which would not help: it
+// is the execution's TimeoutError, retryable (an API's latency took the
+// time), as when the next operation finds no time left.
+func TestTimeoutAtBudgetNamesMaxExecutionTime(t *testing.T) {
+	clock := newFakeClock()
+	slow := slowAPI(t, clock, 29800*time.Millisecond)
+	hang := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // the client gives up
+	}))
+	t.Cleanup(hang.Close)
+	e := New(Options{Policy: examplePolicy(t, "127.0.0.1"), Clock: clock, Cache: NoCache{}})
+	w, res := e.Validate("agent-1", lines(
+		op("slow", `{"ApiCall":{"method":"GET","url":"`+slow.URL+`/slow","outputPath":"/workflow/s"}}`),
+		op("hang", `{"ApiCall":{"method":"GET","url":"`+hang.URL+`/hang","outputPath":"/workflow/h"}}`),
+		begin("slow", "hang")))
+	if !res.Valid {
+		t.Fatalf("invalid: %+v", res.Errors)
+	}
+	out, err := e.Execute(context.Background(), "agent-1", "r", w, nil)
+	if err != nil || out.Error == nil || out.Error.Type != TimeoutError || out.Error.OperationID != "hang" {
+		t.Fatalf("%v %s %+v: want a TimeoutError on hang", err, out.Status, out.Error)
+	}
+	if want := "the execution exceeded maxExecutionTime (30s)"; out.Error.Message != want || !out.Error.Retryable {
+		t.Errorf("%q retryable %v, suggestions %q; want %q, retryable", out.Error.Message, out.Error.Retryable, out.Error.Suggestions, want)
+	}
+}
