@@ -575,3 +575,25 @@ func TestAPICallRateLimit(t *testing.T) {
 		t.Errorf("%+v", out.Error)
 	}
 }
+
+// TestWaitsFillingBudgetRefused: Waits that add up to maxExecutionTime
+// exactly were valid, then every execution failed at once ("waiting 30s
+// would pass maxExecutionTime (30s left)"): the clock has moved when the
+// Wait starts. Validation refuses them as it refuses longer ones; a
+// millisecond less is valid and runs (on the executor's clock).
+func TestWaitsFillingBudgetRefused(t *testing.T) {
+	e := New(Options{Clock: newFakeClock(), Limits: Limits{MaxExecutionTime: 300 * time.Millisecond}})
+	wf := func(ms int) string {
+		return lines(op("w1", `{"Wait":{"duration":100}}`), op("w2", fmt.Sprintf(`{"Wait":{"duration":%d}}`, ms)), begin("w1", "w2"))
+	}
+	if _, res := e.Validate("agent-1", wf(200)); res.Valid || len(res.Errors) != 1 || res.Errors[0].Code != CodeLimit {
+		t.Errorf("Waits of 300 ms under a 300 ms budget: %+v; want one %s error", res, CodeLimit)
+	}
+	w, res := e.Validate("agent-1", wf(199))
+	if !res.Valid {
+		t.Fatalf("Waits of 299 ms under a 300 ms budget: %+v", res.Errors)
+	}
+	if out, _ := e.Execute(context.Background(), "agent-1", "r", w, nil); out.Status != StatusSuccess {
+		t.Errorf("Waits of 299 ms under a 300 ms budget: %s %+v", out.Status, out.Error)
+	}
+}

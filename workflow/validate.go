@@ -114,8 +114,10 @@ func (v *validator) run() {
 			waited += op.Wait.Duration
 		}
 	}
-	if maxT := v.maxExecutionTime(); maxT > 0 && waited > maxT {
-		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "the Wait operations add up to %v, more than maxExecutionTime %v", waited, maxT)
+	// As long as the budget fails too: the clock has moved when the last
+	// Wait starts, and the executor refuses a Wait longer than what is left.
+	if maxT := v.maxExecutionTime(); maxT > 0 && waited >= maxT {
+		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "the Wait operations add up to %v, at least maxExecutionTime %v: the execution would always time out", waited, maxT)
 	}
 	for _, id := range wf.Defined {
 		if !v.reached[id] && wf.BeginLine != 0 {
