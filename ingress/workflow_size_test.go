@@ -21,7 +21,8 @@ import (
 // refuse it. A text of exactly 1 MiB without a final newline (1 MiB + 1
 // published), or of 900 KB padded with U+2028, was published and then
 // failed by the worker; a text over 1 MiB by blank lines, 1 MiB once
-// published, was refused.
+// published, was refused. /validate measures it so too: it answered those
+// by the text sent, valid when execute refused it and the other way round.
 func TestWorkflowRESTMeasuredAsTheWorkerMeasures(t *testing.T) {
 	exec := workflow.New(workflow.Options{})
 	// A broker that takes the envelope of a 1 MiB workflow (the workflow
@@ -50,6 +51,14 @@ func TestWorkflowRESTMeasuredAsTheWorkerMeasures(t *testing.T) {
 		{"over 1 MiB by blank lines, 1 MiB published", sized("size-blank", max-1, "\n\n\n"), max, true},
 	} {
 		body, _ := json.Marshal(map[string]string{"workflow": tc.text})
+		// /validate answers what execute does: it answered valid a text
+		// execute refused, and invalid one it ran.
+		var v workflow.ValidationResult
+		if resp, b := do(t, "POST", p.URL+"/api/v1/workflows/validate", string(body)); resp.StatusCode != http.StatusOK ||
+			json.Unmarshal(b, &v) != nil || v.Valid != tc.ok || !tc.ok && (len(v.Errors) == 0 || v.Errors[0].Code != workflow.CodeTooLarge ||
+			!strings.Contains(v.Errors[0].Message, workflow.TooLargeMessage(tc.published))) {
+			t.Errorf("%s (%d bytes sent): validate %d %.300s; want valid %v, as execute answers", tc.name, len(tc.text), resp.StatusCode, b, tc.ok)
+		}
 		before := streamMsgs(t, p.JS, streams.RequestsStream)
 		resp, b := do(t, "POST", p.URL+"/api/v1/workflows/execute", string(body))
 		published := streamMsgs(t, p.JS, streams.RequestsStream) - before

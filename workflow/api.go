@@ -416,7 +416,32 @@ func (a *API) validate(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	_, res := a.Executor.Validate(p.ID, text)
+	if oversize := len(text) > MaxWorkflowBytes; res.Valid || oversize {
+		// Its size as execute measures it (prepare): the text an
+		// execution publishes, which the worker measures, may be longer
+		// (a final newline, U+2028 written \u2028) or shorter (blank
+		// lines) than the text sent.
+		if pub, ok := a.publishedText(r, p, text); ok && (oversize || len(pub) > MaxWorkflowBytes) {
+			_, res = a.Executor.Validate(p.ID, pub)
+		}
+	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// publishedText is the workflow text an execution of text would publish
+// (WorkflowText of the envelope NewEnvelope builds); false when no
+// envelope is built.
+func (a *API) publishedText(r *http.Request, p Principal, text string) (string, bool) {
+	build := a.NewEnvelope
+	if build == nil {
+		build = NewEnvelope
+	}
+	env, err := build(r, p, text)
+	if err != nil {
+		return "", false
+	}
+	pub, err := WorkflowText(env)
+	return pub, err == nil
 }
 
 // NewEnvelope builds the envelope of a REST execution: a fresh UUIDv7

@@ -16,7 +16,9 @@
 //     permissions, the API knowledge base and the credentials to it
 //     (ValidationResult.Deferred), and [API]'s execute answers that
 //     executor's refusal as its own (403 PermissionError, 400
-//     ValidationError).
+//     ValidationError). [API]'s validate and execute both hold
+//     MaxWorkflowBytes against the text an execution publishes (the
+//     envelope's, [WorkflowText]), which the worker measures.
 //   - [New] builds an [Executor] from [Options]; [Executor.Execute] runs a
 //     validated [Workflow] and reports [Event]s to an [Observer];
 //     [Executor.Serve] is the agent.Handler of pool [Pool] for envelopes
