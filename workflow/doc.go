@@ -185,7 +185,8 @@
 // data: {event: "a2e.execution", execution_id, workflow_execution_id,
 // operations: operationOrder, each pending}}), a tool function_call chunk when each operation
 // starts and a function_response chunk when it ends, a custom chunk per
-// retry, then e2a.complete {result: {execution_id, workflow_execution_id,
+// retry ({kind: "status", event: "a2e.retry", …}: A2E's invoke/event of
+// kind status, as the plan's), then e2a.complete {result: {execution_id, workflow_execution_id,
 // status, results, duration_ms}} or e2a.error {code, message, retryable,
 // details: {error: {type, message, operationId, details, suggestions}, …}}.
 // In the frames execution_id is the request id (unique) and

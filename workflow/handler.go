@@ -87,7 +87,9 @@ func (e *Executor) Resumable() bool { return false }
 // operation type, args {operationId, parent, iteration, config}) and a
 // function_response delta when it ends (response {operationId, status,
 // duration_ms, cached, outputPath, result | result_bytes, error}); a
-// retried ApiCall attempt adds a "custom" chunk {event: "a2e.retry", …}.
+// retried ApiCall attempt adds a "custom" chunk {kind: "status", event:
+// "a2e.retry", operationId, step, attempt, delay_ms, error} (A2E: an
+// invoke/event of kind status).
 // An ApiCall or StoreData starts only once the frames before it, its
 // function_call included, are stored (agent.Writer.Sync; the runtime's Chunk of a
 // tool delta already waits for its store, so this costs no extra round
@@ -305,7 +307,9 @@ func (o *frameObserver) Event(_ context.Context, ev Event) error {
 		}
 		return o.w.Chunk(e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionResponse, ID: id, Name: ev.Type, Response: resp})
 	case PhaseRetry:
-		return o.w.Chunk(e2a.DeltaCustom, map[string]any{"event": "a2e.retry", "operationId": ev.OperationID, "step": ev.Step,
+		// kind status: a notice, as the plan is (A2E renders a custom
+		// chunk without a kind as an artifact)
+		return o.w.Chunk(e2a.DeltaCustom, map[string]any{"kind": "status", "event": "a2e.retry", "operationId": ev.OperationID, "step": ev.Step,
 			"attempt": ev.Attempt, "delay_ms": ev.DelayMs, "error": ev.Error})
 	}
 	return nil
