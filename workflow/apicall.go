@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/e2a-pipeline/pipeline/internal/outbound"
 )
 
@@ -128,8 +130,8 @@ func (x *execution) apiCall(ctx context.Context, op *Operation, step int, iter *
 		if err != nil {
 			return nil, false, err
 		}
-		if strings.ContainsAny(s, "\r\n\x00") {
-			return nil, false, dataError("header %s resolves to a value with a line break", name)
+		if !httpguts.ValidHeaderFieldValue(s) {
+			return nil, false, dataError("header %s resolves to a value with a line break or control character", name)
 		}
 		pc.headers.Set(name, s)
 		plain[http.CanonicalHeaderKey(name)] = s

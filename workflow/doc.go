@@ -55,7 +55,9 @@
 //     strings or {"credentialRef":{"id":…}, "prefix":"Bearer "} (prefix is
 //     an extension). The parsed response (JSON, else text) is stored at
 //     outputPath. Host, Content-Length, Transfer-Encoding and other framing
-//     headers cannot be set.
+//     headers cannot be set; a value (or prefix) with a line break or
+//     another control character but the tab is a validation error, a
+//     reference resolving to one the operation's DataError.
 //   - FilterData {inputPath, conditions[{field, operator, value}],
 //     outputPath}: conditions are ANDed; operators == != > < >= <= in
 //     contains startsWith endsWith (see evalOperator in ops.go): equality is

@@ -597,3 +597,20 @@ func TestWaitsFillingBudgetRefused(t *testing.T) {
 		t.Errorf("Waits of 299 ms under a 300 ms budget: %s %+v", out.Status, out.Error)
 	}
 }
+
+// TestHeaderReferenceControlCharacter: a header whose reference resolves
+// to a value net/http will not send (a control character) is the
+// operation's DataError naming the header, as one with a line break is;
+// it was an ExecutionError of net/http ("invalid header field value").
+func TestHeaderReferenceControlCharacter(t *testing.T) {
+	en := newEnv(t, nil)
+	for _, v := range []string{`a\u007fb`, `a\u0000b`} {
+		out, _ := en.run(t, lines(op("a", apiOK),
+			op("t", `{"TransformData":{"inputPath":"/workflow/users","transform":"map","config":{"set":{"h":"`+v+`"}},"outputPath":"/workflow/t"}}`),
+			op("c", `{"ApiCall":{"method":"GET","url":"https://api.example.com/data","headers":{"X-H":"{/workflow/t[0].h}"},"outputPath":"/workflow/d"}}`),
+			begin("a", "t", "c")))
+		if e := out.Error; e == nil || e.Type != DataError || e.OperationID != "c" || !strings.Contains(e.Message, "header X-H") {
+			t.Errorf("%s: %s %+v; want c's DataError naming header X-H", v, out.Status, e)
+		}
+	}
+}

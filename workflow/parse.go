@@ -265,6 +265,11 @@ func parseBegin(wf *Workflow, line int, m map[string]any, rep *report) {
 	r.finish()
 }
 
+// badHeaderValue refuses a header value (or a credential's prefix) that
+// net/http would refuse to send: a line break, NUL or another control
+// character but the tab.
+const badHeaderValue = "header values cannot contain line breaks or control characters"
+
 // fieldReader reads the properties of one object, reporting problems with
 // the message's line, the operation id and the property's dotted name.
 type fieldReader struct {
@@ -470,8 +475,8 @@ func decodeApiCall(r *fieldReader) *ApiCall {
 					r.errorf(f, CodeInvalidField, "%v", err)
 					continue
 				}
-				if strings.ContainsAny(t, "\r\n") {
-					r.errorf(f, CodeInvalidField, "header values cannot contain line breaks")
+				if !httpguts.ValidHeaderFieldValue(t) {
+					r.errorf(f, CodeInvalidField, "%s", badHeaderValue)
 					continue
 				}
 				op.Headers[name] = HeaderValue{Value: tm}
@@ -487,6 +492,9 @@ func decodeApiCall(r *fieldReader) *ApiCall {
 						hv := HeaderValue{CredentialID: id}
 						if p, ok := hr.str("prefix", false); ok {
 							hv.Prefix = p
+							if !httpguts.ValidHeaderFieldValue(p) {
+								hr.errorf("prefix", CodeInvalidField, "%s", badHeaderValue)
+							}
 						}
 						op.Headers[name] = hv
 					}

@@ -93,6 +93,12 @@ func TestValidationErrors(t *testing.T) {
 		{"timeout over a day", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","timeout":86400001}}`), begin("a")), 1, "a", CodeInvalidField, "timeout"},
 		{"forbidden header", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","headers":{"Host":"evil"}}}`), begin("a")), 1, "a", CodePermission, "headers.Host"},
 		{"header line break", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","headers":{"X":"a\r\nB: c"}}}`), begin("a")), 1, "a", CodeInvalidField, "headers.X"},
+		// a control character, or a credential's prefix with a line break,
+		// validated and then failed every call (a DataError "line break"
+		// for a NUL, an ExecutionError of net/http for the others)
+		{"header NUL", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","headers":{"X":"a\u0000b"}}}`), begin("a")), 1, "a", CodeInvalidField, "headers.X"},
+		{"header DEL", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","headers":{"X":"a\u007fb"}}}`), begin("a")), 1, "a", CodeInvalidField, "headers.X"},
+		{"credential prefix line break", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","headers":{"Authorization":{"credentialRef":{"id":"nope"},"prefix":"Bearer\r\nX: "}}}}`), begin("a")), 1, "a", CodeInvalidField, "headers.Authorization.prefix"},
 		{"bad operator", lines(op("a", apiOK), op("f", `{"FilterData":{"inputPath":"/workflow/users","conditions":[{"field":"x","operator":"~=","value":1}],"outputPath":"/workflow/f"}}`), begin("a", "f")), 2, "f", CodeInvalidField, "conditions[0].operator"},
 		{"in needs array", lines(op("a", apiOK), op("f", `{"FilterData":{"inputPath":"/workflow/users","conditions":[{"field":"x","operator":"in","value":1}],"outputPath":"/workflow/f"}}`), begin("a", "f")), 2, "f", CodeTypeMismatch, "conditions[0].value"},
 		{"empty conditions", lines(op("a", apiOK), op("f", `{"FilterData":{"inputPath":"/workflow/users","conditions":[],"outputPath":"/workflow/f"}}`), begin("a", "f")), 2, "f", CodeInvalidField, "conditions"},
