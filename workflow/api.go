@@ -892,9 +892,11 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 		writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the execution's frames could not be read", Retryable: true})
 		return
 	}
-	// another principal's execution is reported as unknown
+	// another principal's execution is reported as unknown, and so is a
+	// request that is no workflow execution (frames echo the method: an
+	// E2A request without one is not an execution)
 	owned := func(frames []*e2a.Response) bool {
-		return len(frames) > 0 && p.Tenant().Allows(tenant.Read, frames[0].UserID) && (frames[0].Method == "" || frames[0].Method == Method)
+		return len(frames) > 0 && p.Tenant().Allows(tenant.Read, frames[0].UserID) && frames[0].Method == Method
 	}
 	var queued *e2a.Envelope
 	if !owned(frames) && a.Tasks != nil {
@@ -954,7 +956,7 @@ func (a *API) queued(ctx context.Context, p Principal, rid string) *e2a.Envelope
 		return nil
 	}
 	env, err := qs.Queued(ctx, rid)
-	if err == nil && env != nil && p.Tenant().Allows(tenant.Read, env.UserID) && (env.Method == "" || env.Method == Method) {
+	if err == nil && env != nil && p.Tenant().Allows(tenant.Read, env.UserID) && env.Method == Method {
 		return env
 	}
 	return nil

@@ -200,7 +200,8 @@
 // An executionId naming a task of the caller's that is not a workflow
 // execution (an A2A task) is refused before the publish: 409,
 // [ErrNotExecution].
-// GET /api/v1/executions/{id} accepts either (an executionId reused by the
+// GET /api/v1/executions/{id} accepts either, of a workflow execution only
+// (the frames' method; another request is not found) (an executionId reused by the
 // same principal resolves to the newest; one sent over POST /a2e, type
 // a2e.workflow.execute, is indexed before its publish: [ExecutionIndex]) and rebuilds the status from these
 // frames ([StatusFromFrames]), execution_id echoing the id asked: while it
