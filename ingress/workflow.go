@@ -184,6 +184,13 @@ func (w wfSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
 		// executionId the retry carries is not indexed against it.
 		_ = undo(context.WithoutCancel(ctx)) // logs its own failure
 	}
+	if err == nil && acc.Duplicate && acc.Pool != pool {
+		// The Idempotency-Key names a request of another pool (a tool
+		// call sent to POST /a2e with it): no workflow execution, whose
+		// frames would be answered as one (200 success, no results, the
+		// workflow never run).
+		return fmt.Errorf("%w: the request id names a request of pool %q", workflow.ErrConflict, acc.Pool)
+	}
 	if errors.Is(err, ErrConflict) {
 		return errors.Join(workflow.ErrConflict, err)
 	}

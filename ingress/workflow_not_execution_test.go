@@ -32,3 +32,25 @@ func TestExecutionsOfAnotherRequestNotFound(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkflowIdempotencyKeyOfAnotherRequest: a REST execution whose
+// Idempotency-Key alice gave before to a tool call (POST /a2e) is the
+// 409 of a key in use, nothing run. It was answered as the duplicate of
+// that call: 200, "status":"success", no results, the workflow never run.
+func TestWorkflowIdempotencyKeyOfAnotherRequest(t *testing.T) {
+	p := aliceAndBobWorkflows(t, workflow.New(workflow.Options{}))
+	call := `{"a2e":"1.0","id":"c1","type":"tool/call/req","text":"hello"}` + "\n"
+	if resp, b := do(t, "POST", p.url+"/a2e?agent=demo", call, "X-Api-Key", testKey, "Idempotency-Key", "key-of-a-call",
+		"Content-Type", "application/x-ndjson"); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"tool/call/resp"`) {
+		t.Fatalf("alice's tool call: %d %s", resp.StatusCode, b)
+	}
+	body, _ := json.Marshal(map[string]string{"workflow": `{"type":"operationUpdate","operationId":"w","operation":{"Wait":{"duration":1}}}` + "\n" +
+		`{"type":"beginExecution","executionId":"exec-key","operationOrder":["w"]}`})
+	resp, b := do(t, "POST", p.url+"/api/v1/workflows/execute", string(body), "Authorization", "Bearer "+testKey, "Idempotency-Key", "key-of-a-call")
+	var e struct {
+		Error workflow.Error `json:"error"`
+	}
+	if resp.StatusCode != http.StatusConflict || json.Unmarshal(b, &e) != nil || e.Error.Type != workflow.ValidationError || e.Error.Retryable {
+		t.Errorf("alice's execution with her tool call's Idempotency-Key: %d %s; want 409 ValidationError, not retryable", resp.StatusCode, b)
+	}
+}
