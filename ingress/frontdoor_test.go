@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -236,8 +237,13 @@ func TestBackpressure(t *testing.T) {
 }
 
 // Two ingress replicas on separate connections share one principal's limit
-// through the KV bucket.
+// through the KV bucket. Their clock is one fixed time, mid-minute: on the
+// wall clock the ten requests could straddle a minute's end (the windows
+// are fixed, aligned on the epoch), and the next minute's window took what
+// the first refused (CI: 9 accepted, 1 limited).
 func TestRateLimitSharedByReplicas(t *testing.T) {
+	now := time.Now().Truncate(time.Minute).Add(30 * time.Second)
+	clock := func() time.Time { return now }
 	srv, nc1 := natstest.RunServer(t)
 	nc2, err := nats.Connect(srv.ClientURL())
 	if err != nil {
@@ -251,7 +257,7 @@ func TestRateLimitSharedByReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lim := ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 5}})
+		lim := ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 5}}, ingress.WithLimiterClock(clock))
 		urls = append(urls, frontDoor(t, nc, withAPIKey(t), ingress.WithLimiter(lim)))
 	}
 	ok, limited := 0, 0
