@@ -223,7 +223,7 @@ func TestA2AV1MalformedNever500(t *testing.T) {
 // stream refused for want of a stream slot (1 s). The status carried a
 // message only: a gRPC client could not tell when to retry.
 func TestA2AV1GRPCRefusalSaysWhenToRetry(t *testing.T) {
-	_, addr := startGRPCPipeline(t, ingress.WithLimiter(ingress.NewLimiter(nil, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 1}})))
+	_, addr := startGRPCPipeline(t, ingress.WithLimiter(ingress.NewLimiter(nil, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 1}}, ingress.WithLimiterClock(testkit.MidMinute()))))
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -38,7 +39,7 @@ func TestChargeRefusalCarriesRateLimitHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := New(nc, eg, WithRegisterer(prometheus.NewRegistry()),
-		WithLimiter(NewLimiter(kv, LimiterConfig{Limits: RateLimits{PerMinute: 2}})))
+		WithLimiter(NewLimiter(kv, LimiterConfig{Limits: RateLimits{PerMinute: 2}}, WithLimiterClock(testkit.MidMinute()))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -242,8 +241,7 @@ func TestBackpressure(t *testing.T) {
 // are fixed, aligned on the epoch), and the next minute's window took what
 // the first refused (CI: 9 accepted, 1 limited).
 func TestRateLimitSharedByReplicas(t *testing.T) {
-	now := time.Now().Truncate(time.Minute).Add(30 * time.Second)
-	clock := func() time.Time { return now }
+	clock := testkit.MidMinute()
 	srv, nc1 := natstest.RunServer(t)
 	nc2, err := nats.Connect(srv.ClientURL())
 	if err != nil {
@@ -349,7 +347,7 @@ func TestRateLimitChargesBatchElements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := frontDoor(t, nc, withAPIKey(t), ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 3}})))
+	url := frontDoor(t, nc, withAPIKey(t), ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 3}}, ingress.WithLimiterClock(testkit.MidMinute()))))
 	var batch []string
 	for i := 0; i < 10; i++ {
 		batch = append(batch, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tasks/send","params":{"message":{"role":"user","parts":[{"type":"text","content":"x"}]}}}`)

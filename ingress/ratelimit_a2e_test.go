@@ -27,7 +27,7 @@ func TestRateLimitChargesA2ELines(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pipetest.Start(t, pipetest.WithConn(nc), pipetest.WithIngress(ingress.WithDefaultPool("demo"),
-		ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 3}}))))
+		ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 3}}, ingress.WithLimiterClock(testkit.MidMinute())))))
 	p.Pool("demo", demo.New())
 	var lines []string
 	for i := range 5 {

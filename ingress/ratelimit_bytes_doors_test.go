@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"net/http"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestRateLimitBytesAtTheDoors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{BytesPerMinute: 2000}},
+	lim := ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{BytesPerMinute: 2000}}, ingress.WithLimiterClock(testkit.MidMinute()),
 		ingress.WithLimiterErrorHook(func(err error) { t.Errorf("limiter fell back: %v", err) }))
 	base := frontDoor(t, nc, ingress.WithAuth(rlrAuth(t, rlrSigningKey)), ingress.WithLimiter(lim))
 	alice := []string{"X-Api-Key", rlrAliceKey}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -72,6 +73,7 @@ func TestRateLimitReplicasPerPrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc2.Close)
+	clock := testkit.MidMinute() // both replicas on one clock
 	var urls []string
 	for _, nc := range []*nats.Conn{nc1, nc2} {
 		js, _ := jetstream.New(nc)
@@ -79,7 +81,7 @@ func TestRateLimitReplicasPerPrincipal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lim := ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 3}},
+		lim := ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 3}}, ingress.WithLimiterClock(clock),
 			ingress.WithLimiterErrorHook(func(err error) { t.Errorf("limiter fell back: %v", err) }))
 		urls = append(urls, frontDoor(t, nc, ingress.WithAuth(rlrAuth(t, rlrSigningKey)), ingress.WithLimiter(lim)))
 	}
@@ -309,7 +311,7 @@ func TestRateLimitBatchRemainingHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := frontDoor(t, nc, ingress.WithAuth(rlrAuth(t, rlrSigningKey)),
-		ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 10}})))
+		ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 10}}, ingress.WithLimiterClock(testkit.MidMinute()))))
 	var batch []string
 	for i := 0; i < 4; i++ {
 		batch = append(batch, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tasks/get","params":{"id":"none-`+strconv.Itoa(i)+`"}}`)

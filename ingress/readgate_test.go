@@ -143,7 +143,7 @@ func TestE2AReadsCountAgainstTheRateLimit(t *testing.T) {
 			return p, err
 		})}
 	url := pipetest.ServeFront(t, nc, eopts, ingress.WithRegisterer(prometheus.NewRegistry()), ingress.WithAuth(a),
-		ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 3}}))).URL
+		ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 3}}, ingress.WithLimiterClock(testkit.MidMinute())))).URL
 	resp, b := do(t, "POST", url+"/v1/requests", `{"request_id":"rl-1","params":{"text":"hi"}}`, "X-Api-Key", keyAliceGated)
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST: %d %s", resp.StatusCode, b)

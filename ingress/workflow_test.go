@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"encoding/json"
 	"errors"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"net/http"
 	"strings"
 	"testing"
@@ -114,7 +115,7 @@ func TestWorkflowRateLimitDefaults(t *testing.T) {
 // counts against it, like every endpoint.
 func TestWorkflowRateLimitShared(t *testing.T) {
 	_, nc := natstest.RunServer(t)
-	lim := ingress.NewLimiter(nil, ingress.LimiterConfig{Limits: ingress.RateLimits{PerDay: 3}})
+	lim := ingress.NewLimiter(nil, ingress.LimiterConfig{Limits: ingress.RateLimits{PerDay: 3}}, ingress.WithLimiterClock(testkit.MidMinute()))
 	url := frontDoor(t, nc, ingress.WithWorkflow(workflow.New(workflow.Options{})), ingress.WithLimiter(lim), withAPIKey(t))
 	for i := 0; i < 2; i++ {
 		if resp, b := do(t, "POST", url+"/v1/requests?agent=demo", `{"params":{"text":"x"}}`, "X-Api-Key", testKey); resp.StatusCode == 429 {

@@ -148,7 +148,7 @@ func start(t testing.TB, mods ...func(*ingress.AuthConfig)) *suite {
 			"bob":   {PerMinute: 10, PerHour: 100, PerDay: 1000},
 			"carol": {PerMinute: 10, PerHour: 100, PerDay: 1000},
 		},
-	})
+	}, ingress.WithLimiterClock(testkit.MidMinute()))
 	reg := obs.NewRegistry()
 	// Egress's GET endpoints demand the ingress credentials, as cmd/e2a
 	// wires them (egressAuthorizer).

@@ -94,3 +94,14 @@ func TestClosedAddr(t *testing.T) {
 		t.Fatalf("a listener took %s's port", addr)
 	}
 }
+
+func TestMidMinute(t *testing.T) {
+	clock := MidMinute()
+	a := clock()
+	if a.Second() != 30 || a.Nanosecond() != 0 || !clock().Equal(a) {
+		t.Fatalf("MidMinute: %v then %v; want one time, 30 s into a minute", a, clock())
+	}
+	if d := time.Since(a); d < -30*time.Second || d > 30*time.Second {
+		t.Fatalf("MidMinute: %v is %v from now", a, d)
+	}
+}

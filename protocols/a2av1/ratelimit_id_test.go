@@ -2,6 +2,7 @@ package a2av1_test
 
 import (
 	"encoding/json"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"net/http"
 	"testing"
 
@@ -21,7 +22,7 @@ import (
 // RESOURCE_EXHAUSTED with its Retry-After.
 func TestRateLimitedCallEchoesID(t *testing.T) {
 	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("demo"),
-		ingress.WithLimiter(ingress.NewLimiter(nil, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 1}}))))
+		ingress.WithLimiter(ingress.NewLimiter(nil, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 1}}, ingress.WithLimiterClock(testkit.MidMinute())))))
 	p.Pool("demo", echoAgent())
 	v1 := map[string]string{"A2A-Version": "1.0"}
 	// The one request of the minute.

@@ -3,6 +3,7 @@ package a2av1_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"io"
 	"net/http"
 	"strings"
@@ -184,7 +185,7 @@ func TestHistoryKeepsNonTextUserMessage(t *testing.T) {
 // read.
 func TestJSONRPCRefusalDataIsTypedDetails(t *testing.T) {
 	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("demo"),
-		ingress.WithLimiter(ingress.NewLimiter(nil, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 1}}))))
+		ingress.WithLimiter(ingress.NewLimiter(nil, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 1}}, ingress.WithLimiterClock(testkit.MidMinute())))))
 	p.Pool("demo", echoAgent())
 	var code int
 	var body string
