@@ -725,8 +725,10 @@ func Interaction(header http.Header, env *e2a.Envelope) bool {
 // TurnEnded is the a2amap.Params.TurnEnded of the blocking answer to the
 // turn requestID (of env) of the task prev (its record when the turn was
 // accepted): the task's record read again from tasks then, given to end
-// (Answers.TurnEnd) with prev, and its listing (taskListing) in end's
-// context (egress.WithListing), which end reads the record again with.
+// (Answers.TurnEnd) with prev, and its listing (host.Tasks.Listing: the
+// leader's record, where a replica a write behind could miss a turn just
+// appended) in end's context (egress.WithListing), which end reads the
+// record again with.
 func TurnEnded(ctx context.Context, tasks host.Tasks, prev *host.Task, env *e2a.Envelope, requestID string,
 	end func(ctx context.Context, now, prev *host.Task, env *e2a.Envelope, requestID string) a2amap.TurnEnd) func() a2amap.TurnEnd {
 	return func() a2amap.TurnEnd {
@@ -734,22 +736,7 @@ func TurnEnded(ctx context.Context, tasks host.Tasks, prev *host.Task, env *e2a.
 		if err != nil {
 			now = nil
 		}
-		return end(egress.WithListing(ctx, taskListing(tasks, env.TaskID)), now, prev, env, requestID)
-	}
-}
-
-// taskListing is the egress.Listing of the task id of the caller tasks:
-// the requests its record lists now (host.Tasks.Task, under the ownership
-// rule), for the reads of a task that find a turn listed and not stored
-// (egress.Service.AwaitListed), or read the record again once the frames
-// are read (Answers.A2ATaskNow, with ListedLater).
-func taskListing(tasks host.Tasks, id string) egress.Listing {
-	return func(ctx context.Context) ([]string, error) {
-		t, err := tasks.Task(ctx, id, tenant.Read)
-		if err != nil {
-			return nil, err
-		}
-		return t.RequestIDs, nil
+		return end(egress.WithListing(ctx, tasks.Listing(env.TaskID)), now, prev, env, requestID)
 	}
 }
 
