@@ -91,10 +91,11 @@ func stripCredentials(h http.Header) {
 func (c *Console) authenticate(r *http.Request) (credential, int, error) {
 	var cred credential
 	switch {
-	case r.Header.Get("Authorization") != "":
-		// Both credential headers go to the AuthFunc, which refuses two
-		// credentials as ingress does (the API key was taken and the
-		// Authorization header dropped unseen).
+	case r.Header.Get("Authorization") != "" || len(r.Header.Values(headerAPIKey))+len(r.Header.Values("Authorization")) > 1:
+		// Both credential headers, every value, go to the AuthFunc, which
+		// refuses two credentials as ingress does (the first API key was
+		// taken, the Authorization header and any further X-Api-Key
+		// dropped unseen).
 		cred.scheme = "header"
 	case r.Header.Get(headerAPIKey) != "":
 		cred = credential{scheme: SchemeAPIKey, secret: r.Header.Get(headerAPIKey)}

@@ -27,6 +27,14 @@ func Open(t testing.TB, method, url, body string, hdr ...string) *http.Response 
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
+	return send(t, req)
+}
+
+// send sends req with http.DefaultClient and returns the response with
+// its body unread, closed when the test ends; a request that cannot be
+// sent fails the test.
+func send(t testing.TB, req *http.Request) *http.Response {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -35,11 +43,25 @@ func Open(t testing.TB, method, url, body string, hdr ...string) *http.Response 
 	return resp
 }
 
+// Send is Do for a request made by the caller (headers Open cannot
+// give, such as one named twice): sent with http.DefaultClient, its
+// answer's body read whole.
+func Send(t testing.TB, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	return readAll(t, send(t, req))
+}
+
 // Do is Open with the body read whole; a body that cannot be read fails
 // the test.
 func Do(t testing.TB, method, url, body string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	resp := Open(t, method, url, body, hdr...)
+	return readAll(t, Open(t, method, url, body, hdr...))
+}
+
+// readAll reads resp's body whole; a body that cannot be read fails the
+// test.
+func readAll(t testing.TB, resp *http.Response) (*http.Response, []byte) {
+	t.Helper()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
