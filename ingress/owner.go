@@ -192,32 +192,6 @@ func (s *Server) checkRequestID(ctx context.Context, p Principal, requestID stri
 	return idOwnStored, nil
 }
 
-// checkTaskID checks the id the client chose for a new task (its first
-// request's: an Idempotency-Key) against the task records of E2A_TASKS,
-// in one direct get: ErrConflict when it names another principal's task.
-// The lookups of publishAfter read the hot streams only, and a task of
-// more than one turn keeps its record TasksTTL after its last turn, past
-// its requests there: the record still lists the id as its first request,
-// so the newcomer's request would be read as that task's (whose principal
-// alone reads it) and the newcomer's task would be that record, not its
-// own. A record p may write (its own, or an admin's) is left to the
-// publish, as a stored request is.
-func (s *Server) checkTaskID(ctx context.Context, p Principal, taskID string) error {
-	if p.Open {
-		return nil
-	}
-	rec, err := s.opts.tasks.recorded(ctx, KindTask, taskID)
-	switch {
-	case errors.Is(err, context.Canceled):
-		return err
-	case err != nil:
-		return fmt.Errorf("%w: task id lookup: %v", ErrBackpressure, err)
-	case rec != nil && !p.Tenant().Allows(tenant.Write, rec.Principal):
-		return ErrConflict
-	}
-	return nil
-}
-
 // checkFrames checks a request id the client chose against the frames
 // E2A_RESPONSES holds of it, in one direct get. The frames of a request
 // outlive its envelope (stored after it, by the request's run time, and the

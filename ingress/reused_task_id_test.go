@@ -7,9 +7,12 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -198,4 +201,50 @@ func TestSessionRecordKeepsOutAnotherPrincipalsRequest(t *testing.T) {
 		t.Errorf("alice's session/load replays bob's request: %.600s", b)
 	}
 	c.bobsRequestUntouched(promptID, secret, "session/cancel")
+}
+
+// TestChosenTaskIDClaimedOnce: alice's new A2A task named by her
+// Idempotency-Key, and bob's E2A request naming the same id as its
+// task_id, at the same moment (bob's sent once alice's first turn claimed
+// the id and before its publish): one of them takes the id. Alice's turn
+// was checked against the task records, then published, and bob's record
+// of the id made between the two: both were accepted, and bob's record
+// hid alice's task from her (tasks/get not found, her answer to its
+// question refused).
+func TestChosenTaskIDClaimedOnce(t *testing.T) {
+	p := startPipelineWith(t, ingress.WithAuth(aliceAndBob(t)))
+	c := taskCalls{t: t, p: p}
+	const id = "chosen-task-raced"
+	var bobCode atomic.Int32
+	var once sync.Once
+	ingress.SetAppendedHook(p.in, func(kind, task, requestID string) {
+		if kind != ingress.KindTask || task != id || requestID != id {
+			return
+		}
+		once.Do(func() {
+			resp, b := testkit.Do(t, http.MethodPost, p.url+"/v1/requests",
+				`{"request_id":"bob-raced","task_id":"`+id+`","params":{"text":"bob's"}}`, "X-Api-Key", bobKey)
+			bobCode.Store(int32(resp.StatusCode))
+			if resp.StatusCode < 400 || strings.Contains(string(b), "alice") {
+				t.Errorf("bob's E2A request naming %s as alice's first turn claims it: %d %s; want it refused, saying nothing of hers",
+					id, resp.StatusCode, b)
+			}
+		})
+	})
+	t.Cleanup(func() { ingress.SetAppendedHook(p.in, nil) })
+	if b := c.send(testKey, id, "", "ask:input alice-topic", "", true); !strings.Contains(b, "input-required") {
+		t.Fatalf("alice's first turn: %.600s", b)
+	}
+	if bobCode.Load() == 0 {
+		t.Fatal("bob's request was not sent between alice's claim of the id and her publish")
+	}
+	if n := requestMessages(t, p, "bob-raced"); n != 0 {
+		t.Errorf("E2A_REQUESTS holds %d requests of bob's refused request", n)
+	}
+	if g := c.task(testKey, "tasks/get", id); !strings.Contains(g, "input-required") || strings.Contains(g, "bob's") {
+		t.Errorf("alice's tasks/get of her task: %.600s", g)
+	}
+	if b := c.send(testKey, "", id, "alice-answer", "", true); !strings.Contains(b, `"completed"`) {
+		t.Errorf("alice's answer: %.600s", b)
+	}
 }

@@ -78,15 +78,20 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 	if of.Session {
 		kind = KindSession
 	}
+	chosenTask := false
 	if of.Created && !of.Session && of.Task.ID == env.RequestID {
-		// A new task named by its first request: that request is its
-		// record (TaskRecord), nothing is written before it.
-		if origin == idChosen {
-			if err := s.checkTaskID(ctx, p, env.RequestID); err != nil {
-				return Accepted{}, err
-			}
+		// A new task named by its first request, an id the pipeline made:
+		// that request is its record (TaskRecord), nothing is written
+		// before it. An id the client chose (an Idempotency-Key) is
+		// claimed first, by the record's create, as a task named by
+		// another request is: checked, then published, another
+		// principal's record of that id made between the two (an E2A
+		// request naming it as its task_id, at the same moment) hid the
+		// new task from its owner, both accepted.
+		if origin != idChosen {
+			return s.publishTimed(ctx, p, pool, env, nil, origin, contextOwner)
 		}
-		return s.publishTimed(ctx, p, pool, env, nil, origin, contextOwner)
+		chosenTask = true
 	}
 	if origin == idChosen {
 		var err error
@@ -95,6 +100,9 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		}
 	}
 	base := TaskRecord{ID: of.Task.ID, ContextID: of.Task.ContextID, Protocol: of.Task.Protocol, Pool: of.Task.Pool, Principal: p.UserID}
+	if chosenTask && contextOwner != p.UserID {
+		base.Owner = contextOwner // as firstTurnRecord reads it from the envelope
+	}
 	var rec *TaskRecord
 	var added bool
 	var err error
@@ -102,6 +110,9 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		rec, added, err = s.opts.tasks.appendNew(ctx, kind, base, env.RequestID, p.Tenant())
 	} else {
 		rec, added, err = s.appendPastMark(ctx, kind, base, env.RequestID, p.Tenant(), cond)
+	}
+	if chosenTask && errors.Is(err, ErrTaskNotFound) {
+		err = ErrConflict // another principal's record holds the id
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, errRecordMoved) || errors.Is(err, ErrTaskTerminal) || errors.Is(err, ErrTaskNotFound) ||
