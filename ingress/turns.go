@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -95,7 +96,7 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 	}
 	if origin == idChosen {
 		var err error
-		if origin, err = s.checkRequestID(ctx, p, env.RequestID); err != nil {
+		if origin, err = s.checkTurnID(ctx, p, env.RequestID, of); err != nil {
 			return Accepted{}, err
 		}
 	}
@@ -154,6 +155,36 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		}
 	}
 	return acc, err
+}
+
+// checkTurnID is checkRequestID of requestID, the id the client chose
+// for a turn of the record of, which must name no request or a turn of
+// that record: a stored request of the caller's (idOwnStored) the record
+// lists, or whose envelope names it (its session_id or task_id: a retry
+// of a turn whose publish failed, taken out of the record again). Another
+// request (a prompt of another session, a turn of another task, a request
+// of no task) is ErrConflict, nothing written or published: it was
+// appended to this record and answered as that request's duplicate, its
+// frames (another session's answer) shown as this turn's and replayed by
+// session/load in this session's history, the prompt never run. A request
+// whose envelope is gone is left to the publish, as before.
+func (s *Server) checkTurnID(ctx context.Context, p Principal, requestID string, of host.Turn) (idOrigin, error) {
+	origin, err := s.checkRequestID(ctx, p, requestID)
+	if err != nil || origin != idOwnStored || requestID == of.Task.ID || slices.Contains(of.Task.RequestIDs, requestID) {
+		return origin, err
+	}
+	rq, err := s.egress.LoadRequestHead(ctx, requestID)
+	switch {
+	case errors.Is(err, egress.ErrNotFound):
+		return origin, nil
+	case errors.Is(err, context.Canceled):
+		return origin, err
+	case err != nil:
+		return origin, fmt.Errorf("%w: request id lookup: %v", ErrBackpressure, err)
+	case rq.Envelope == nil, rq.Envelope.SessionID == of.Task.ID, rq.Envelope.TaskID == of.Task.ID:
+		return origin, nil
+	}
+	return origin, fmt.Errorf("%w: request %q is not a turn of %s", ErrConflict, requestID, of.Task.ID)
 }
 
 // appendPastMark is TaskStore.appendAfter for a turn that may meet the
