@@ -600,6 +600,17 @@ func (h *cancelBeforePrompt) agent() agent.Handler {
 	})
 }
 
+// start starts a stdio connection hooked by h, served by h's agent, h
+// watching its pipeline, and opens a session: its input, its output's
+// reader, the session and the connection's end.
+func (h *cancelBeforePrompt) start(t *testing.T) (io.WriteCloser, *stdioReader, string, <-chan error) {
+	t.Helper()
+	in, out, done, nc := startStdioHooked(t, h.hook, h.agent())
+	h.watch(t, nc)
+	r := readStdio(t, out)
+	return in, r, initSession(t, in, r), done
+}
+
 // watch subscribes to the requests and cancels of the pipeline of nc.
 func (h *cancelBeforePrompt) watch(t *testing.T, nc *nats.Conn) {
 	t.Helper()
@@ -738,10 +749,7 @@ func TestStdioPromptAfterAbandoned(t *testing.T) {
 // $/cancel_request of the answered second prompt leaves a third alone.
 func TestStdioCancelsNameTheirTurn(t *testing.T) {
 	h := newCancelBeforePrompt(t)
-	in, out, done, nc := startStdioHooked(t, h.hook, h.agent())
-	h.watch(t, nc)
-	r := readStdio(t, out)
-	sid := initSession(t, in, r)
+	in, r, sid, done := h.start(t)
 	promptLine := func(id int, text, params string) string {
 		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"session/prompt","params":{"sessionId":"` + sid +
 			`","prompt":[{"type":"text","text":"` + text + `"}]` + params + "}}\n"

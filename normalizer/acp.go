@@ -147,6 +147,18 @@ func acpSessionID(params map[string]any, required bool) (id, msg string) {
 	return id, ""
 }
 
+// ACPSessionID is the session an ACP call's params name, as FromACP reads
+// it (sessionId, else session_id): "" when they name none, or not as a
+// string. A transport that orders or cancels a session's calls before
+// they are decoded (stdio) reads it so.
+func ACPSessionID(params map[string]any) string {
+	id, msg := acpSessionID(params, false)
+	if msg != "" {
+		return ""
+	}
+	return id
+}
+
 // checkACPPrompt checks the prompt of session/prompt params: an array of
 // ACP content blocks (a known type with its required fields, as the
 // outbound path asks of them: requiredBlockFields), or, failing a prompt,

@@ -140,13 +140,15 @@ func Label(name string) string {
 	return "other"
 }
 
-// classify is what stdio needs to know of a call before it runs it.
+// classify is what stdio needs to know of a call before it runs it: its
+// session is the one the normalizer reads (sessionId, else session_id).
+// Read as sessionId alone, a prompt and a session/cancel naming their
+// sessions as session_id were both of session "", and the cancel of one
+// session cancelled the other's prompt.
 func classify(name string, params json.RawMessage) host.LineCall {
-	var p struct {
-		SessionID string `json:"sessionId"`
-	}
+	var p map[string]any
 	_ = json.Unmarshal(params, &p)
-	return host.LineCall{Publishes: publishes(name), Session: p.SessionID,
+	return host.LineCall{Publishes: publishes(name), Session: normalizer.ACPSessionID(p),
 		Turn: name == e2a.ACPSessionPrompt, CancelsTurns: name == e2a.ACPSessionCancel}
 }
 

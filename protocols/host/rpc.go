@@ -143,7 +143,8 @@ type LineCall struct {
 	// CancelsTurns: the call cancels the turns of Session in flight (ACP
 	// session/cancel).
 	CancelsTurns bool
-	// Session is the session the call names (params.sessionId).
+	// Session is the session the call names (params.sessionId, else
+	// session_id: the session its decoding reads).
 	Session string
 }
 
