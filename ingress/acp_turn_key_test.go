@@ -12,8 +12,9 @@ import (
 // TestTurnIdempotencyKeyOfAnotherSession: a session/prompt whose
 // Idempotency-Key names a prompt of another of the caller's sessions is
 // the conflict of an id in use (-32602, conflict), and so is an E2A turn
-// (a session_id, a task_id) sending that request_id: nothing is appended
-// to the session or task they name, nothing published. The prompt was
+// (a session_id, a task_id) sending that request_id, and an A2A message
+// starting a task under it: nothing is appended to the session or task
+// they name, nothing published. The prompt was
 // answered as that other prompt's duplicate, its answer streamed as this
 // session's, and the request appended to this session, whose session/load
 // replayed the other session's turn as its own.
@@ -37,6 +38,11 @@ func TestTurnIdempotencyKeyOfAnotherSession(t *testing.T) {
 		if resp, b := do(t, http.MethodPost, p.url+"/v1/requests", body, "Content-Type", "application/json"); resp.StatusCode != http.StatusConflict {
 			t.Errorf("an E2A turn (%s) sending the request_id of session 1's prompt: %d %s, want 409", name, resp.StatusCode, b)
 		}
+	}
+	a2a := `{"jsonrpc":"2.0","id":9,"method":"message/send","params":{"message":{"role":"user","messageId":"m-key","parts":[{"kind":"text","text":"fifth"}]}}}`
+	if resp, b := do(t, http.MethodPost, p.url+"/a2a", a2a, "Idempotency-Key", "turn-key-1"); resp.StatusCode != http.StatusOK ||
+		decodeMsg(t, b).Error == nil || decodeMsg(t, b).Error.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("an A2A message starting a task (named by its request) with the Idempotency-Key of session 1's prompt: %d %s, want -32602", resp.StatusCode, b)
 	}
 	if n := streamMsgs(t, p.js, "E2A_REQUESTS") - before; n != 0 {
 		t.Errorf("the refused turns published %d requests", n)

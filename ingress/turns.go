@@ -100,28 +100,9 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 			return Accepted{}, err
 		}
 	}
-	base := TaskRecord{ID: of.Task.ID, ContextID: of.Task.ContextID, Protocol: of.Task.Protocol, Pool: of.Task.Pool, Principal: p.UserID}
-	if chosenTask && contextOwner != p.UserID {
-		base.Owner = contextOwner // as firstTurnRecord reads it from the envelope
-	}
-	var rec *TaskRecord
-	var added bool
-	var err error
-	if of.Created {
-		rec, added, err = s.opts.tasks.appendNew(ctx, kind, base, env.RequestID, p.Tenant())
-	} else {
-		rec, added, err = s.appendPastMark(ctx, kind, base, env.RequestID, p.Tenant(), cond)
-	}
-	if chosenTask && errors.Is(err, ErrTaskNotFound) {
-		err = ErrConflict // another principal's record holds the id
-	}
+	rec, added, err := s.recordTurn(ctx, p, kind, env, of, contextOwner, chosenTask, cond)
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, errRecordMoved) || errors.Is(err, ErrTaskTerminal) || errors.Is(err, ErrTaskNotFound) ||
-			errors.Is(err, ErrConflict) || errors.Is(err, ErrBackpressure) { // ErrBackpressure: appendPastMark's
-			return Accepted{}, err
-		}
-		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)
-		return Accepted{}, fmt.Errorf("%w: task index: %v", ErrBackpressure, err)
+		return Accepted{}, err
 	}
 	if f := s.turnAppended.Load(); added && f != nil {
 		(*f)(kind, of.Task.ID, env.RequestID)
@@ -157,6 +138,40 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 	return acc, err
 }
 
+// recordTurn writes the turn env of into its record (kind): a new one's
+// create (chosenTask: a new task named by an id the client chose, whose
+// record's owner is the conversation's, as firstTurnRecord reads it from
+// the envelope of a task without one) or the append cond asks for, and
+// reports whether the turn was added. An id another principal's record
+// holds is ErrConflict for a chosen task; the refusals publishTurnIf
+// names are returned as they are, any other failure is ErrBackpressure.
+func (s *Server) recordTurn(ctx context.Context, p Principal, kind string, env *e2a.Envelope, of host.Turn, contextOwner string, chosenTask bool,
+	cond turnCond) (*TaskRecord, bool, error) {
+	base := TaskRecord{ID: of.Task.ID, ContextID: of.Task.ContextID, Protocol: of.Task.Protocol, Pool: of.Task.Pool, Principal: p.UserID}
+	if chosenTask && contextOwner != p.UserID {
+		base.Owner = contextOwner
+	}
+	var rec *TaskRecord
+	var added bool
+	var err error
+	if of.Created {
+		rec, added, err = s.opts.tasks.appendNew(ctx, kind, base, env.RequestID, p.Tenant())
+	} else {
+		rec, added, err = s.appendPastMark(ctx, kind, base, env.RequestID, p.Tenant(), cond)
+	}
+	switch {
+	case err == nil:
+		return rec, added, nil
+	case chosenTask && errors.Is(err, ErrTaskNotFound):
+		return nil, false, ErrConflict // another principal's record holds the id
+	case errors.Is(err, context.Canceled), errors.Is(err, errRecordMoved), errors.Is(err, ErrTaskTerminal), errors.Is(err, ErrTaskNotFound),
+		errors.Is(err, ErrConflict), errors.Is(err, ErrBackpressure): // ErrBackpressure: appendPastMark's
+		return nil, false, err
+	}
+	s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)
+	return nil, false, fmt.Errorf("%w: task index: %v", ErrBackpressure, err)
+}
+
 // checkTurnID is checkRequestID of requestID, the id the client chose
 // for a turn of the record of, which must name no request or a turn of
 // that record: a stored request of the caller's (idOwnStored) the record
@@ -170,7 +185,7 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 // whose envelope is gone is left to the publish, as before.
 func (s *Server) checkTurnID(ctx context.Context, p Principal, requestID string, of host.Turn) (idOrigin, error) {
 	origin, err := s.checkRequestID(ctx, p, requestID)
-	if err != nil || origin != idOwnStored || requestID == of.Task.ID || slices.Contains(of.Task.RequestIDs, requestID) {
+	if err != nil || origin != idOwnStored || slices.Contains(of.Task.RequestIDs, requestID) {
 		return origin, err
 	}
 	rq, err := s.egress.LoadRequestHead(ctx, requestID)
