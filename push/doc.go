@@ -19,7 +19,7 @@
 // number of replicas pass exactly up to the limit), ErrLimit. [Store.Create] checks the URL
 // before storing (ErrURLRefused): https, or http to a host of the
 // allow-list (E2A_PUSH_ALLOW_HOSTS, [WithAllowHosts]); no user
-// information; every address the host resolves to passes the workflow
+// information; a port of 1..65535; every address the host resolves to passes the workflow
 // executor's address rules (no loopback, private, link-local, metadata,
 // multicast, reserved or unspecified address; IPv6 in 2000::/3 only:
 // internal/outbound.Special) unless the host is allow-listed. A host

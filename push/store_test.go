@@ -275,3 +275,23 @@ func sortStrings(s []string) []string {
 	}
 	return out
 }
+
+// TestURLPortOutOfRange: a port outside 1..65535 is refused at creation.
+// url.Parse takes any digits for a port, so such a URL was stored (an
+// allow-listed host's too), and every POST of the config failed to dial
+// until the retry window dead-lettered the task's updates.
+func TestURLPortOutOfRange(t *testing.T) {
+	s, _ := urlRulesStore(t)
+	for _, u := range []string{"https://public.test:99999/hook", "https://public.test:0/hook",
+		"http://dev.local:65536/hook", "http://dev.local:00/hook"} {
+		_, err := s.Create(tctx(t), "alice", push.Config{TaskID: "t", URL: u})
+		if !errors.Is(err, push.ErrURLRefused) || !strings.Contains(err.Error(), "port") {
+			t.Errorf("%s: %v, want ErrURLRefused naming the port", u, err)
+		}
+	}
+	for _, ok := range []string{"https://public.test:65535/hook", "http://dev.local:1/hook", "http://dev.local:/hook"} {
+		if _, err := s.Create(tctx(t), "alice", push.Config{TaskID: "t", URL: ok}); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}

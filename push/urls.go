@@ -100,9 +100,9 @@ func hostPort(u *url.URL) (string, string) {
 }
 
 // check applies the URL rules to raw (ErrURLRefused): https, or http to
-// an allow-listed host; no user information; every address the host
-// resolves to passes the workflow executor's address check, unless the
-// host is allow-listed. A host that does not resolve and one that
+// an allow-listed host; no user information; a port, when given, of
+// 1..65535; every address the host resolves to passes the workflow
+// executor's address check, unless the host is allow-listed. A host that does not resolve and one that
 // resolves to a forbidden address get the same answer (refusedHost),
 // which names neither the address nor whether the host resolved: a
 // client must not learn what an internal name resolves to. log gets the
@@ -119,6 +119,11 @@ func (p *urlPolicy) check(ctx context.Context, raw string, log *slog.Logger) err
 		return fmt.Errorf("%w: no host", ErrURLRefused)
 	}
 	host, port := hostPort(u)
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		// url.Parse takes any digits for a port: 0 or 99999 was stored,
+		// and every POST of the config failed to dial for the retry window.
+		return fmt.Errorf("%w: port %s (want 1..65535)", ErrURLRefused, port)
+	}
 	allowed := p.allowed(host, port)
 	switch {
 	case u.Scheme == "https":
