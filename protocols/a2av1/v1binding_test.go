@@ -114,21 +114,29 @@ func TestRESTStreamRefusalIsHTTPError(t *testing.T) {
 	}
 }
 
+// pushConfigsTask is a pipeline with push configs, and a finished task of
+// it with the configs ids (their URL http://127.0.0.1:1/hook).
+func pushConfigsTask(t *testing.T, ids ...string) (*pipetest.Pipeline, string) {
+	t.Helper()
+	p := pipetest.Start(t, pipetest.WithPush("127.0.0.1"), pipetest.WithIngress(ingress.WithDefaultPool("demo")))
+	p.Pool("demo", echoAgent())
+	id := finishedTask(t, p)
+	for _, cfg := range ids {
+		if _, code, body := rpcCall(t, p, "CreateTaskPushNotificationConfig",
+			`{"taskId":"`+id+`","id":"`+cfg+`","url":"http://127.0.0.1:1/hook"}`); code != 0 {
+			t.Fatalf("create %s: %s", cfg, body)
+		}
+	}
+	return p, id
+}
+
 // TestDeletePushConfigHasResult: the JSON-RPC answer to
 // DeleteTaskPushNotificationConfig has a result. JSON-RPC 2.0 §5: "result:
 // This member is REQUIRED on success"; the method returns
 // google.protobuf.Empty (a2a.proto), whose JSON is {}. The SDK answered
 // {"jsonrpc":"2.0","id":1}. a2a-go/v2's JSON-RPC client still accepts it.
 func TestDeletePushConfigHasResult(t *testing.T) {
-	p := pipetest.Start(t, pipetest.WithPush("127.0.0.1"), pipetest.WithIngress(ingress.WithDefaultPool("demo")))
-	p.Pool("demo", echoAgent())
-	id := finishedTask(t, p)
-	for _, cfg := range []string{"c1", "c2"} {
-		if _, code, body := rpcCall(t, p, "CreateTaskPushNotificationConfig",
-			`{"taskId":"`+id+`","id":"`+cfg+`","url":"http://127.0.0.1:1/hook"}`); code != 0 {
-			t.Fatalf("create %s: %s", cfg, body)
-		}
-	}
+	p, id := pushConfigsTask(t, "c1", "c2")
 	_, _, body := rawCall(t, "POST", p.URL+a2av1.Path,
 		`{"jsonrpc":"2.0","id":7,"method":"DeleteTaskPushNotificationConfig","params":{"taskId":"`+id+`","id":"c1"}}`, v1Header)
 	var resp map[string]json.RawMessage
@@ -141,6 +149,36 @@ func TestDeletePushConfigHasResult(t *testing.T) {
 	}
 	if _, code, body := rpcCall(t, p, "GetTaskPushNotificationConfig", `{"taskId":"`+id+`","id":"c2"}`); code != -32001 {
 		t.Errorf("get after the client's delete: %s; want TaskNotFound (the config is gone)", body)
+	}
+}
+
+// TestRESTDeletePushConfigAnswersEmptyObject: the HTTP+JSON binding's
+// DELETE /tasks/{id}/pushNotificationConfigs/{configId} answers 200 with
+// the JSON of google.protobuf.Empty, {}, the method's result (a2a.proto),
+// as the JSON-RPC binding's result is {} (TestDeletePushConfigHasResult).
+// The SDK's handler wrote 200 with Content-Type application/json and no
+// body, which a2a-python's HTTP+JSON client, decoding every answer, took
+// for a JSON decode error after the config had been deleted.
+func TestRESTDeletePushConfigAnswersEmptyObject(t *testing.T) {
+	p, id := pushConfigsTask(t, "c1", "c2")
+	status, hdr, body := rawCall(t, "DELETE", p.URL+a2av1.Path+"/tasks/"+id+"/pushNotificationConfigs/c1", "", v1Header)
+	if status != http.StatusOK || strings.TrimSpace(body) != "{}" || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+		t.Errorf("DELETE: %d %q (%s); want 200 {} (application/json)", status, body, hdr.Get("Content-Type"))
+	}
+	if _, code, body := rpcCall(t, p, "GetTaskPushNotificationConfig", `{"taskId":"`+id+`","id":"c1"}`); code != -32001 {
+		t.Errorf("get after the DELETE: %s; want TaskNotFound (the config is gone)", body)
+	}
+	// A config already gone is deleted again without error (§3.1.10), as {}.
+	if status, _, body := rawCall(t, "DELETE", p.URL+a2av1.Path+"/tasks/"+id+"/pushNotificationConfigs/c1", "", v1Header); status != http.StatusOK || strings.TrimSpace(body) != "{}" {
+		t.Errorf("DELETE again: %d %q; want 200 {}", status, body)
+	}
+	// An error is answered as it was.
+	if status, _, body := rawCall(t, "DELETE", p.URL+a2av1.Path+"/tasks/no-such-task/pushNotificationConfigs/c2", "", v1Header); status != http.StatusNotFound || !strings.Contains(body, "TASK_NOT_FOUND") {
+		t.Errorf("DELETE of an unknown task's config: %d %q; want 404 TASK_NOT_FOUND", status, body)
+	}
+	c := restClient(t, p.URL+a2av1.Path, "")
+	if err := c.DeleteTaskPushConfig(context.Background(), &a2a.DeleteTaskPushConfigRequest{TaskID: a2a.TaskID(id), ID: "c2"}); err != nil {
+		t.Errorf("a2a-go/v2 HTTP+JSON client: delete: %v", err)
 	}
 }
 

@@ -21,8 +21,10 @@ import (
 // bindings, and the HTTP+JSON binding's error statuses are §5.4's
 // (TaskNotCancelableError 409, ContentTypeNotSupportedError 415,
 // InvalidAgentResponseError 502, where the SDK writes 400, 400 and 500),
-// and a path or method none of its routes take is answered in its error
-// shape (404 NOT_FOUND, 405 with Allow), where the SDK's router writes text.
+// a path or method none of its routes take is answered in its error
+// shape (404 NOT_FOUND, 405 with Allow), where the SDK's router writes text,
+// and a DELETE's success has the body {} (google.protobuf.Empty), where
+// the SDK writes none.
 
 // ReplayExtension is the URI of the pipeline's A2A extension that replays
 // a finished task: SubscribeToTask on a task in a terminal state answers
@@ -157,8 +159,22 @@ func (s *specStatusWriter) Flush() {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *specStatusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// finish writes a held error answer with §5.4's status for its reason.
+// finish writes a held error answer with §5.4's status for its reason,
+// and the body of a DELETE the handler answered without one.
 func (s *specStatusWriter) finish() {
+	if !s.wrote && s.r != nil && s.r.Method == http.MethodDelete {
+		// DeleteTaskPushNotificationConfig's success: the SDK writes no
+		// body (200, Content-Type application/json, nothing), where the
+		// method returns google.protobuf.Empty, whose JSON is {} (a2a.proto's
+		// HTTP annotation: the response body is the returned message), as
+		// the JSON-RPC binding answers it (emptyResultWriter). a2a-python's
+		// HTTP+JSON client decodes the body of every answer: it raised a
+		// JSON decode error for a delete that had succeeded.
+		s.Header().Set("Content-Type", "application/json")
+		s.ResponseWriter.WriteHeader(http.StatusOK)
+		_, _ = s.ResponseWriter.Write([]byte("{}\n"))
+		return
+	}
 	if s.held == 0 {
 		return
 	}
