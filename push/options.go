@@ -98,7 +98,7 @@ func invalid(format string, a ...any) error {
 }
 
 // WithSealKey seals the secrets of the configs stored in E2A_PUSH (a
-// config's token and authentication credentials) with key, 32 bytes
+// config's webhook URL, token and authentication credentials) with key, 32 bytes
 // (AES-256-GCM; LoadSealKey reads SealKeyEnv's file): what the bucket, its
 // replicas, backups and every NATS user that may read it hold is then of
 // no use without the key. The Store that writes configs and the stage that

@@ -23,8 +23,10 @@ const sealPrefix = "e2a-sealed:v1:"
 // key, or a value changed in the bucket.
 var errSealed = errors.New("a stored push secret cannot be opened (" + SealKeyEnv + ")")
 
-// sealer seals and opens the secrets of stored configs (a config's token
-// and credentials) with AES-256-GCM. The additional data binds each value
+// sealer seals and opens the secrets of stored configs (a config's URL,
+// token and credentials) with AES-256-GCM. The URL is one: a webhook's
+// path or query may be its secret (Slack's and Discord's hooks), which
+// the envelope, the console and an audit read never show. The additional data binds each value
 // to its task key, config id and field, so a sealed value copied into
 // another config, principal's or not, does not open. A nil sealer stores
 // values as they are (no key configured) and opens none.
@@ -105,6 +107,7 @@ func (s *sealer) sealed(tc taskConfigs, key string) taskConfigs {
 	}
 	out := taskConfigs{Configs: make([]Config, len(tc.Configs)), Slot: tc.Slot}
 	for i, c := range tc.Configs {
+		c.URL = s.seal(c.URL, secretAD(key, c.ID, "url"))
 		c.Token = s.seal(c.Token, secretAD(key, c.ID, "token"))
 		if c.Auth != nil {
 			a := *c.Auth
@@ -121,6 +124,9 @@ func (s *sealer) opened(tc *taskConfigs, key string) error {
 	for i := range tc.Configs {
 		c := &tc.Configs[i]
 		var err error
+		if c.URL, err = s.open(c.URL, secretAD(key, c.ID, "url")); err != nil {
+			return fmt.Errorf("config %s's URL: %w", c.ID, err)
+		}
 		if c.Token, err = s.open(c.Token, secretAD(key, c.ID, "token")); err != nil {
 			return fmt.Errorf("config %s's token: %w", c.ID, err)
 		}

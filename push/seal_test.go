@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,43 @@ func TestSealedSecrets(t *testing.T) {
 	}
 }
 
+// TestSealedWebhookURL: with a seal key the webhook's URL is stored sealed
+// too: its path or query may be the receiver's secret (Slack's and
+// Discord's hooks), which the envelope, the console and an audit read
+// never show, and E2A_PUSH held it as given (a NATS user that may read
+// the bucket, or a backup, learned it, where push.md says they learn
+// nothing). The owner reads it back, the stage posts to it, the console
+// names its host.
+func TestSealedWebhookURL(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	e := newEnv(t, push.WithSealKey(key))
+	e.startStage(push.WithSealKey(key))
+	r := pushtest.NewReceiver(t)
+	url := r.URL + "/hooks/T0-PATHSECRET?sig=QUERYSECRET"
+	if _, err := e.store.Create(tctx(t), "alice", push.Config{TaskID: "t1", ID: "c1", URL: url}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range pushKV(t, e) {
+		if bytes.Contains(v, []byte("PATHSECRET")) || bytes.Contains(v, []byte("QUERYSECRET")) {
+			t.Fatalf("E2A_PUSH holds the webhook URL as given: %s", v)
+		}
+	}
+	if got, err := e.store.Get(tctx(t), "alice", "t1", "c1"); err != nil || got.URL != url {
+		t.Fatalf("the owner reads back %+v %v, want the URL %s", got, err, url)
+	}
+	e.turn("alice", "t1", "", "", 2)
+	r.Await(t, 20*time.Second, "/hooks/T0-PATHSECRET", "TASK_STATE_COMPLETED")
+	ds, err := e.store.Deliveries(tctx(t), "alice", "t1")
+	if err != nil || len(ds) != 1 || !strings.HasPrefix(r.URL, "http://"+ds[0].Host) {
+		t.Fatalf("the console's deliveries: %+v %v, want the host of %s", ds, err, r.URL)
+	}
+	if other, err := push.NewStore(tctx(t), e.nc); err != nil {
+		t.Fatal(err)
+	} else if c, err := other.Get(tctx(t), "alice", "t1", "c1"); !errors.Is(err, push.ErrUnavailable) {
+		t.Errorf("no key: %+v %v, want ErrUnavailable", c, err)
+	}
+}
+
 // A config stored before a key was set is read as it is, and sealed when
 // its task's configs are next written.
 func TestSealKeyAddedLater(t *testing.T) {
@@ -137,6 +175,11 @@ func TestSealedLookingSecretRefused(t *testing.T) {
 		if _, err := e.store.Create(tctx(t), "alice", c); !errors.Is(err, push.ErrInvalidConfig) {
 			t.Errorf("config %s: err %v, want ErrInvalidConfig", c.ID, err)
 		}
+	}
+	// A URL so is no absolute URL (its scheme's rest is opaque): refused
+	// by the URL rules, now that a URL is sealed too.
+	if _, err := e.store.Create(tctx(t), "alice", push.Config{TaskID: "t1", ID: "url", URL: "e2a-sealed:v1:AAAA"}); !errors.Is(err, push.ErrURLRefused) {
+		t.Errorf("config url: err %v, want ErrURLRefused", err)
 	}
 	if got, _, err := e.store.List(tctx(t), "alice", "t1", 10, ""); err != nil || len(got) != 1 {
 		t.Fatalf("the task's configs: %v, %v; want the good one", got, err)

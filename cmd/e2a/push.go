@@ -126,7 +126,7 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 	if log != nil {
 		opts = append(opts, push.WithLogger(log.With("stage", "push")))
 		if pe.SealKey == "" && !dev && pe.mode() != pushOff { // off stores no config
-			log.Warn("push: webhook tokens and credentials are stored in E2A_PUSH as given; set " + push.SealKeyEnv + " to seal them")
+			log.Warn("push: webhook URLs, tokens and credentials are stored in E2A_PUSH as given; set " + push.SealKeyEnv + " to seal them")
 		}
 	}
 	return pe, opts, nil
