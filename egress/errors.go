@@ -113,4 +113,4 @@ func ClientMessage(err error) string {
 
 // packagePrefixes are the prefixes of the errors of the pipeline's
 // packages (and encoding/json's) that ClientMessage leaves out.
-var packagePrefixes = []string{"egress: ", "ingress: ", "host: ", "subjects: ", "e2a: ", "render: ", "json: "}
+var packagePrefixes = []string{"egress: ", "ingress: ", "host: ", "subjects: ", "e2a: ", "render: ", "json: ", "push: "}

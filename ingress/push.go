@@ -7,6 +7,7 @@ import (
 
 	legacy "github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
@@ -107,7 +108,7 @@ func (p v03Push) DeleteV03(ctx context.Context, principal, taskID, id string) er
 func v03PushError(err error, id string) error {
 	switch push.KindOf(err) {
 	case push.KindInvalidParams:
-		return jsonrpc.InvalidParams(err.Error())
+		return jsonrpc.InvalidParams(egress.ClientMessage(err))
 	case push.KindNotFound:
 		return &jsonrpc.Error{Code: jsonrpc.CodeA2ATaskNotFound, Message: push.NotFoundMessage(id)}
 	}

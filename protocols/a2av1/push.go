@@ -9,6 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -84,7 +85,7 @@ func (p pushCaller) answer(c *a2a.PushConfig) *a2a.PushConfig {
 func pushError(err error, id string) error {
 	switch push.KindOf(err) {
 	case push.KindInvalidParams:
-		return fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+		return fmt.Errorf("%w: %s", a2a.ErrInvalidParams, egress.ClientMessage(err))
 	case push.KindNotFound:
 		return a2a.NewError(a2a.ErrTaskNotFound, push.NotFoundMessage(id))
 	case push.KindCanceled:
