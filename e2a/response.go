@@ -304,9 +304,9 @@ func (r *Response) Validate() error {
 
 // ResponseFor returns a frame template for env: protocol version, request_id
 // and every id the request carries (jsonrpc_id, correlation_id, session_id,
-// task_id, context_id, message_id, channel, user_id, method, is_stream) are
-// echoed; sequence, response_id, timestamp, kind, status and body are left to
-// the writer.
+// task_id, context_id, message_id, channel, user_id, source_agent_id,
+// method, is_stream) are echoed (§12.4); sequence, response_id, timestamp,
+// kind, status and body are left to the writer.
 func ResponseFor(env *Envelope) Response {
 	v := env.ProtocolVersion
 	if v == "" {
@@ -324,6 +324,7 @@ func ResponseFor(env *Envelope) Response {
 		IdentityOrigin:  IdentityAgent,
 		Channel:         env.Channel,
 		UserID:          env.UserID,
+		SourceAgentID:   env.SourceAgentID,
 		Method:          env.Method,
 	}
 	if len(env.JSONRPCID) > 0 {

@@ -221,14 +221,14 @@ func TestSequenceCheckerIncremental(t *testing.T) {
 }
 
 func TestResponseFor(t *testing.T) {
-	env, err := e2a.FromJSON([]byte(`{"request_id":"q","jsonrpc_id":7,"session_id":"s","task_id":"t","context_id":"c","message_id":"m","correlation_id":"k","channel":"web","user_id":"u","method":"chat.send","is_stream":true}`))
+	env, err := e2a.FromJSON([]byte(`{"request_id":"q","jsonrpc_id":7,"session_id":"s","task_id":"t","context_id":"c","message_id":"m","correlation_id":"k","channel":"web","user_id":"u","source_agent_id":"a","method":"chat.send","is_stream":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := e2a.ResponseFor(env)
 	if r.ProtocolVersion != "1.0" || r.RequestID != "q" || string(r.JSONRPCID) != "7" || r.SessionID != "s" || r.TaskID != "t" ||
 		r.ContextID != "c" || r.MessageID != "m" || r.CorrelationID != "k" || r.Channel != "web" || r.UserID != "u" ||
-		r.Method != "chat.send" || !r.IsStream || r.IdentityOrigin != e2a.IdentityAgent {
+		r.SourceAgentID != "a" || r.Method != "chat.send" || !r.IsStream || r.IdentityOrigin != e2a.IdentityAgent {
 		t.Errorf("ResponseFor = %+v", r)
 	}
 	env.JSONRPCID[0] = '8'
