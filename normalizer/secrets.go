@@ -51,6 +51,11 @@ func stripSecrets(env *e2a.Envelope, ref SecretRefFunc) int {
 			}
 			a.BearerToken = ""
 		}
+		// The client's _meta is redacted before the names of the headers
+		// dropped below join it: a list of two names, the first a secret
+		// one (["Authorization", "X-Trace"]), read as a name/value pair,
+		// lost its second name.
+		n += scrubMap(a.Meta, ref)
 		if len(a.ExtraHeaders) > 0 {
 			var dropped []string
 			kept := map[string]string{}
@@ -84,7 +89,6 @@ func stripSecrets(env *e2a.Envelope, ref SecretRefFunc) int {
 				a.Meta["stripped_headers"] = names
 			}
 		}
-		n += scrubMap(a.Meta, ref)
 	}
 	n += scrubMap(env.Params, ref)
 	n += scrubMap(env.ChannelContext, ref)

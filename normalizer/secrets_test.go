@@ -172,3 +172,24 @@ func TestMCPServersByName(t *testing.T) {
 		}
 	}
 }
+
+// TestStrippedHeaderNamesKept: the names of the auth.extra_headers an
+// envelope loses are kept in auth._meta.stripped_headers, every one of
+// them: two names, the first a secret one, were read by the redaction as a
+// name/value pair, and the second was stored "[redacted]".
+func TestStrippedHeaderNamesKept(t *testing.T) {
+	n := normalizer.New(normalizer.Config{})
+	res, err := n.FromE2A(normalizer.Input{Body: []byte(`{"request_id":"r1","params":{"text":"hi"},` +
+		`"auth":{"extra_headers":{"Authorization":"Bearer SECRET-h1","X-Trace":"SECRET-h2"},"_meta":{"scope":"read","password":"SECRET-h3"}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(res.Envelope.Auth)
+	if strings.Contains(string(b), "SECRET-") {
+		t.Errorf("a secret survived: %s", b)
+	}
+	got := fmt.Sprint(res.Envelope.Auth.Meta["stripped_headers"])
+	if got != "[Authorization X-Trace]" || res.Envelope.Auth.Meta["scope"] != "read" {
+		t.Errorf("auth = %s, want stripped_headers [Authorization X-Trace] and scope read", b)
+	}
+}
