@@ -56,9 +56,9 @@
 //     scheme and host only (redact.URL: a webhook's path or query may be
 //     its secret); a URL's password and secret parameters in any string
 //     (package redact) but the uri of a message's files (params.files,
-//     content_blocks, an ACP prompt's resource links: a presigned URL is
-//     how a client hands its agent a file). details.stripped_secrets
-//     counts them.
+//     params.attachments, content_blocks, an ACP prompt's resource links:
+//     a presigned URL is how a client hands its agent a file).
+//     details.stripped_secrets counts them.
 //   - the pool chosen by the routing rule ([Routes]: explicit Input.Agent,
 //     then method, method prefix, channel, the workflow rule, default), and
 //     the [Op] telling the front door what to do (submit, query, cancel,

@@ -126,11 +126,12 @@ func scrubMap(m map[string]any, ref SecretRefFunc) int {
 }
 
 // fileLists are the params members listing the files a message hands its
-// agent (params.files, the resource_link blocks of content_blocks and an
-// ACP prompt), whose uri the redaction leaves whole: a presigned URL (an
-// S3 X-Amz-Signature, an Azure sig) is how a client gives the agent a file
-// to read, and without its signature the agent could not.
-var fileLists = []string{"files", "content_blocks", "prompt"}
+// agent (params.files and params.attachments, the E2AFileRef lists of spec
+// §4.4, the resource_link blocks of content_blocks and an ACP prompt),
+// whose uri the redaction leaves whole: a presigned URL (an S3
+// X-Amz-Signature, an Azure sig) is how a client gives the agent a file to
+// read, and without its signature the agent could not.
+var fileLists = []string{"files", "attachments", "content_blocks", "prompt"}
 
 // fileURI is a file list entry and its uri, taken out for the redaction.
 type fileURI struct {

@@ -193,3 +193,28 @@ func TestStrippedHeaderNamesKept(t *testing.T) {
 		t.Errorf("auth = %s, want stripped_headers [Authorization X-Trace] and scope read", b)
 	}
 }
+
+// TestE2AAttachmentsURIKeptWhole: spec §4.4 gives a message's attachments
+// as params.files or params.attachments (E2AFileRef lists, uri required);
+// the uri of both is kept whole, a presigned URL's signature included (it
+// is how the agent reads the file), where the same URL elsewhere is
+// redacted. params.attachments' was redacted: the agent got a URL it could
+// not read.
+func TestE2AAttachmentsURIKeptWhole(t *testing.T) {
+	const signed = "https://s3.example.com/b/a.png?X-Amz-Signature=abcdef&X-Amz-Credential=AKIA1"
+	n := normalizer.New(normalizer.Config{})
+	res, err := n.FromE2A(normalizer.Input{Body: []byte(`{"request_id":"r1","params":{"text":"hi",` +
+		`"files":[{"uri":"` + signed + `","name":"a.png"}],"attachments":[{"uri":"` + signed + `","name":"a.png"}],"link":"` + signed + `"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Envelope.Params
+	for _, list := range []string{"files", "attachments"} {
+		if got := p[list].([]any)[0].(map[string]any)["uri"]; got != signed {
+			t.Errorf("params.%s[0].uri = %v, want it whole", list, got)
+		}
+	}
+	if p["link"] == signed {
+		t.Error("the same URL outside a file list kept its signature")
+	}
+}
