@@ -11,7 +11,10 @@ import (
 
 // UserText is the user's text of a request, whatever its front door:
 // params.text (A2A text parts, joined), params.content or params.query
-// (E2A), or the blocks of params.prompt (ACP) joined by line feeds: text
+// (E2A), or the blocks of params.prompt (ACP), else of params.content_blocks
+// (E2A's multimodal request, spec §4.4: Envelope.PromptBlocks; a block
+// marked a thought, _meta.thought, left out as params.text leaves out A2A
+// thought parts), joined by line feeds: text
 // blocks as they are, an embedded resource (the file an editor attaches)
 // as its text in <context ref="URI"> … </context> (a "</context" in the
 // file or its URI quoted, so the file cannot end the wrapper; a binary one
@@ -23,10 +26,12 @@ func UserText(env *e2a.Envelope) string {
 			return s
 		}
 	}
-	blocks, _ := env.Params["prompt"].([]any)
 	var texts []string
-	for _, b := range blocks {
+	for _, b := range env.PromptBlocks() {
 		m, _ := b.(map[string]any)
+		if meta, _ := m["_meta"].(map[string]any); meta["thought"] == true {
+			continue
+		}
 		if s := promptBlockText(m); s != "" {
 			texts = append(texts, s)
 		}

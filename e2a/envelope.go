@@ -160,6 +160,24 @@ func (e *Envelope) ParamString(key string) string {
 	return s
 }
 
+// PromptBlocks returns the request's content blocks (ACP ContentBlock
+// JSON): params.prompt when it is a non-empty array, else
+// params.content_blocks, the array spec §4.4 gives as its isomorph (the
+// order of merge_params_to_acp_prompt, §7); nil when it has neither. An
+// agent reading the user's words or media reads them here too: the
+// multimodal request of §11.5 has its text and image in content_blocks
+// alone.
+func (e *Envelope) PromptBlocks() []any {
+	if e == nil || e.Params == nil {
+		return nil
+	}
+	if p, _ := e.Params["prompt"].([]any); len(p) > 0 {
+		return p
+	}
+	cb, _ := e.Params["content_blocks"].([]any)
+	return cb
+}
+
 // ParamInt returns params[key] as an integer when it is a JSON number (or a
 // numeric string), and def otherwise.
 func (e *Envelope) ParamInt(key string, def int64) int64 {

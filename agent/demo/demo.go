@@ -38,19 +38,18 @@ func New() agent.Handler { return Agent{} }
 func (Agent) Resumable() bool { return true }
 
 // Text returns the request's text: params.text, params.content,
-// params.query, or the text of the first text block of params.prompt.
+// params.query, or the text of the first text block of params.prompt (or
+// of params.content_blocks without one: Envelope.PromptBlocks).
 func Text(env *e2a.Envelope) string {
 	for _, k := range []string{"text", "content", "query"} {
 		if s := env.ParamString(k); s != "" {
 			return s
 		}
 	}
-	if blocks, ok := env.Params["prompt"].([]any); ok {
-		for _, b := range blocks {
-			if m, ok := b.(map[string]any); ok && m["type"] == "text" {
-				if s, ok := m["text"].(string); ok {
-					return s
-				}
+	for _, b := range env.PromptBlocks() {
+		if m, ok := b.(map[string]any); ok && m["type"] == "text" {
+			if s, ok := m["text"].(string); ok {
+				return s
 			}
 		}
 	}

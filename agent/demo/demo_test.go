@@ -103,6 +103,13 @@ func TestDemoFailAndEcho(t *testing.T) {
 	if demo.Text(p) != "from prompt" {
 		t.Fatalf("Text from prompt blocks: %q", demo.Text(p))
 	}
+	// Spec §11.5's request has its text in content_blocks alone: the demo
+	// answered it "You said: ".
+	cb := env(map[string]any{"content_blocks": []any{map[string]any{"type": "text", "text": "Describe this image"},
+		map[string]any{"type": "image", "mime_type": "image/png", "data": "<base64 omitted>"}}})
+	if demo.Text(cb) != "Describe this image" {
+		t.Fatalf("Text from content_blocks: %q", demo.Text(cb))
+	}
 }
 
 func TestDemoStopsOnCancel(t *testing.T) {

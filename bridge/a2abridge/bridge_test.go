@@ -105,6 +105,16 @@ func TestUserParts(t *testing.T) {
 		got.Parts[2].MediaType != "image/png" || !reflect.DeepEqual(got.Parts[3].Data(), map[string]any{"k": "v"}) {
 		t.Errorf("from E2A, the agent got %s", partsString(got))
 	}
+	// Spec §11.5's multimodal request: its text and image in
+	// content_blocks alone, the image's media type as mime_type.
+	png := base64.StdEncoding.EncodeToString([]byte("png bytes"))
+	p.Ask(t, "agent", `{"method":"session/prompt","params":{"content_blocks":[{"type":"text","text":"Describe this image"},`+
+		`{"type":"image","mime_type":"image/png","data":"`+png+`"}]}}`)
+	got = srv.LastMessage()
+	if got == nil || len(got.Parts) != 2 || got.Parts[0].Text() != "Describe this image" || string(got.Parts[1].Raw()) != "png bytes" ||
+		got.Parts[1].MediaType != "image/png" {
+		t.Errorf("from E2A content_blocks, the agent got %s", partsString(got))
+	}
 	if a := p.Ask(t, "agent", `{"params":{"nothing":true}}`); a.Final() == nil || a.Final().ResponseKind != e2a.KindError {
 		t.Errorf("a request with nothing to send: %+v", a.Final())
 	}

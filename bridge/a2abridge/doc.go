@@ -15,7 +15,8 @@
 // [Upstream.Call] sends the request's user message: its text
 // (bridge.UserText), its files (params.files: bytes from a data: URI, or
 // a URL) and data parts (params.data_parts), or the image, audio and
-// resource blocks of an ACP prompt. Its messageId is derived from the
+// resource blocks of an ACP prompt (else of E2A's params.content_blocks,
+// spec §11.5). Its messageId is derived from the
 // request (a name-based UUID of the pool and request id): the same on
 // every attempt of the request (a retry before any frame, a redelivery),
 // so an agent can dedupe a retried call, and another for every other

@@ -31,10 +31,7 @@ func userParts(env *e2a.Envelope) a2a.ContentParts {
 	if len(parts) > n {
 		return parts
 	}
-	blocks := a2amap.Objects(env.Params["prompt"])
-	if len(blocks) == 0 {
-		blocks = a2amap.Objects(env.Params["content_blocks"])
-	}
+	blocks := a2amap.Objects(env.PromptBlocks())
 	for _, b := range blocks {
 		if p := blockPart(b); p != nil {
 			parts = append(parts, p)
@@ -45,9 +42,13 @@ func userParts(env *e2a.Envelope) a2a.ContentParts {
 
 // blockPart is an ACP content block that is not text: an image or audio
 // block's bytes, a resource link's URL, an embedded resource's text or
-// blob.
+// blob. Its media type is mimeType, or mime_type as E2A spells it (spec
+// §11.5's image block).
 func blockPart(b map[string]any) *a2a.Part {
 	mime, _ := b["mimeType"].(string)
+	if mime == "" {
+		mime, _ = b["mime_type"].(string)
+	}
 	switch b["type"] {
 	case "image", "audio":
 		data, _ := b["data"].(string)

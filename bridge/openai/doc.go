@@ -53,7 +53,9 @@
 //     only): its text ([UserText]) as a plain string
 //     (servers that take only strings keep working), or, when it carries
 //     images or audio, an array of content parts: a text part, then each
-//     ACP image block and A2A image file part (params.files) as
+//     ACP image block (of params.prompt, else of E2A's
+//     params.content_blocks, spec §11.5) and A2A image file part
+//     (params.files) as
 //     {"type":"image_url","image_url":{"url"}} (a base64 data URL, or the
 //     file's http(s) URL), each ACP audio block and A2A audio file part
 //     (bytes) as {"type":"input_audio","input_audio":{"data","format"}}.

@@ -64,16 +64,20 @@ func userContent(env *e2a.Envelope) (any, error) {
 }
 
 // mediaParts is the image and audio parts of env: its ACP prompt's image
-// and audio blocks (the other blocks are text: UserText), then its
+// and audio blocks, or those of its params.content_blocks without a prompt
+// (Envelope.PromptBlocks; the other blocks are text: UserText), then its
 // params.files.
 func mediaParts(env *e2a.Envelope) ([]contentPart, error) {
 	var parts []contentPart
-	blocks, _ := env.Params["prompt"].([]any)
-	for i, b := range blocks {
+	key := "prompt"
+	if p, _ := env.Params["prompt"].([]any); len(p) == 0 {
+		key = "content_blocks"
+	}
+	for i, b := range env.PromptBlocks() {
 		m, _ := b.(map[string]any)
 		p, err := blockPart(m)
 		if err != nil {
-			return nil, fmt.Errorf("prompt[%d]: %w", i, err)
+			return nil, fmt.Errorf("%s[%d]: %w", key, i, err)
 		}
 		if p != nil {
 			parts = append(parts, *p)

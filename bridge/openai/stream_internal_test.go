@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -379,10 +380,34 @@ func TestUserText(t *testing.T) {
 		"query":    {"query": "query"},
 		"one\ntwo": {"prompt": []any{map[string]any{"type": "text", "text": "one"}, map[string]any{"type": "image", "data": "x"}, map[string]any{"type": "text", "text": "two"}}},
 		"":         {"prompt": "not blocks", "attachments": []any{}},
+		// Spec §11.5: E2A's multimodal request holds its text in
+		// content_blocks alone (a thought block is not the user's).
+		"Describe this image": {"content_blocks": []any{map[string]any{"type": "text", "text": "Describe this image"},
+			map[string]any{"type": "text", "text": "hidden", "_meta": map[string]any{"thought": true}},
+			map[string]any{"type": "image", "mime_type": "image/png", "data": "iVBO"}}},
+		"the prompt": {"prompt": []any{map[string]any{"type": "text", "text": "the prompt"}},
+			"content_blocks": []any{map[string]any{"type": "text", "text": "not these"}}},
 	} {
 		if got := UserText(&e2a.Envelope{Params: params}); got != want {
 			t.Errorf("%v: %q, want %q", params, got, want)
 		}
+	}
+}
+
+// TestUserContentOfContentBlocks: spec §11.5's request (session/prompt,
+// its text and image in params.content_blocks, no prompt) reaches the
+// model as its text and image: it was refused, "the request holds no
+// text, image, audio or tool result for the model".
+func TestUserContentOfContentBlocks(t *testing.T) {
+	env, err := e2a.FromJSON([]byte(`{"method":"session/prompt","session_id":"s1","jsonrpc_id":1,"params":{"content_blocks":[` +
+		`{"type":"text","text":"Describe this image"},{"type":"image","mime_type":"image/png","data":"iVBO"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := userContent(env)
+	want := []contentPart{{Type: "text", Text: "Describe this image"}, {Type: "image_url", ImageURL: &imageURL{URL: "data:image/png;base64,iVBO"}}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("userContent = %#v, %v; want %#v", got, err, want)
 	}
 }
 
