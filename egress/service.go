@@ -1377,6 +1377,21 @@ func qZero(q string) bool {
 	return q != "" && strings.TrimRight(strings.TrimPrefix(q, "0"), "0") == "." || q == "0"
 }
 
+// ContentCoding is the first content coding r's Content-Encoding headers
+// name other than identity, "" when there is none: no endpoint decodes
+// one, so a body that has one is refused 415 (RFC 9110 §15.5.16) rather
+// than read as it came.
+func ContentCoding(r *http.Request) string {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return c
+			}
+		}
+	}
+	return ""
+}
+
 // Accepts reports whether the Accept headers of r list the media type mt
 // (with a q other than 0).
 func Accepts(r *http.Request, mt string) bool { return accepts(r, mt) }

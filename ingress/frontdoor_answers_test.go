@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,11 +144,19 @@ func TestFrontDoorContentType(t *testing.T) {
 		{"/acp", rpc, `-32600`, []string{"Content-Type", "text/plain"}},
 		{"/a2e", `{"type":"ping"}`, `"unsupported_media_type"`, []string{"Content-Type", "text/plain"}},
 		{"/a2a/v1", a2a, `-32005`, append([]string{"Content-Type", "application/x-www-form-urlencoded"}, origin...)},
+		// A content coding no door decodes: a gzip body was answered
+		// "not valid UTF-8", a plain one labelled br was read.
+		{"/v1/requests", e2aBody, `"unsupported_media_type"`, []string{"Content-Type", "application/json", "Content-Encoding", "gzip"}},
+		{"/v1/requests", e2aBody, `"unsupported_media_type"`, []string{"Content-Encoding", "identity, br"}},
+		{"/a2a/v1", a2a, `-32005`, []string{"Content-Type", "application/json", "Content-Encoding", "br"}},
 	} {
 		resp, b := do(t, "POST", url+c.path, c.body, c.hdr...)
 		if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(b), c.want) ||
 			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/") {
 			t.Errorf("POST %s %v: %d %s, want 415 %s", c.path, c.hdr, resp.StatusCode, b, c.want)
+		}
+		if slices.Contains(c.hdr, "Content-Encoding") && resp.Header.Get("Accept-Encoding") != "identity" {
+			t.Errorf("POST %s %v: Accept-Encoding %q, want identity", c.path, c.hdr, resp.Header.Get("Accept-Encoding"))
 		}
 	}
 	for _, c := range []struct {
@@ -160,6 +169,7 @@ func TestFrontDoorContentType(t *testing.T) {
 		{"/acp", rpc, []string{"Content-Type", "application/x-www-form-urlencoded"}},
 		{"/a2e", `{"type":"ping"}`, []string{"Content-Type", "application/x-ndjson"}},
 		{"/a2a/v1/tasks/nope:cancel", "", origin}, // no body, nothing to read wrongly: a browser app's cancel
+		{"/v1/requests", e2aBody, []string{"Content-Type", "application/json", "Content-Encoding", "identity"}},
 	} {
 		if resp, b := do(t, "POST", url+c.path, c.body, c.hdr...); resp.StatusCode == http.StatusUnsupportedMediaType || resp.StatusCode >= 500 {
 			t.Errorf("POST %s %v: %d %s, want it read", c.path, c.hdr, resp.StatusCode, b)

@@ -22,7 +22,7 @@ type errorShape = host.Refuse
 // gate authenticates the request, strips its credential headers and
 // applies the principal's rate limit, then refuses a request no door
 // reads as sent (requestRefusal: a query parameter given twice, a body
-// that is not the door's media type). On refusal it writes the answer in the
+// that is not the door's media type or has a content coding). On refusal it writes the answer in the
 // endpoint's shape and returns ok=false; nothing has been published.
 func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, shape errorShape) (Principal, bool) {
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
@@ -45,7 +45,7 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 		return p, false
 	}
 	pr, _ := s.opts.protocols.Lookup(protocol)
-	if f := requestRefusal(r, pr, bodyChecked(r.Context())); f != nil {
+	if f := requestRefusal(r, w.Header(), pr, bodyChecked(r.Context())); f != nil {
 		shape(w, *f)
 		return p, false
 	}

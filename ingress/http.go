@@ -84,8 +84,12 @@ func unrouted(mux *http.ServeMux) http.HandlerFunc {
 // JSON-RPC code for it (protocols.Protocol.MediaTypeCode).
 // checked: the door refuses a non-JSON Content-Type itself (A2A v1.0's
 // bindings), so only what it reads and a browser may send cross-site (no
-// Content-Type, a form) is refused here.
-func requestRefusal(r *http.Request, p protocols.Protocol, checked bool) *failure {
+// Content-Type, a form) is refused here. A body with a content coding
+// (Content-Encoding other than identity: no door decodes one) is refused
+// 415 too, with Accept-Encoding: identity set in h (RFC 9110 §15.5.16): it
+// was read as it came, a gzip body answered with a parse error ("not
+// valid UTF-8"), and a body labelled br but sent plain accepted.
+func requestRefusal(r *http.Request, h http.Header, p protocols.Protocol, checked bool) *failure {
 	for name, vs := range r.URL.Query() {
 		for _, v := range vs[1:] {
 			if v != vs[0] {
@@ -102,10 +106,15 @@ func requestRefusal(r *http.Request, p protocols.Protocol, checked bool) *failur
 	if r.ContentLength == 0 {
 		return nil // no body to read wrongly (a cancel, say)
 	}
+	code := cmp.Or(p.MediaTypeCode, jsonrpc.CodeInvalidRequest)
+	if ce := egress.ContentCoding(r); ce != "" {
+		h.Set("Accept-Encoding", "identity")
+		return &failure{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", RPCCode: code,
+			Message: "Content-Encoding " + strconv.Quote(ce) + " is not supported: send the body without a content coding"}
+	}
 	if bodyTypeOK(r, p.BodyTypes) || checked && r.Header.Get("Origin") == "" {
 		return nil
 	}
-	code := cmp.Or(p.MediaTypeCode, jsonrpc.CodeInvalidRequest)
 	want := "application/json"
 	if len(p.BodyTypes) > 0 {
 		want = p.BodyTypes[0]

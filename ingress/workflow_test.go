@@ -183,6 +183,8 @@ func TestWorkflowAPIRefusesCrossSiteBodies(t *testing.T) {
 		{string(wrapped), append([]string{"Content-Type", "application/x-www-form-urlencoded"}, origin...)},
 		{string(wrapped), append([]string{"Content-Type", "multipart/form-data; boundary=x"}, origin...)},
 		{string(wrapped), origin},
+		// A content coding the API does not decode, as at every door.
+		{string(wrapped), []string{"Content-Type", "application/json", "Content-Encoding", "gzip"}},
 	} {
 		for _, path := range []string{"/api/v1/workflows/execute", "/api/v1/workflows/validate"} {
 			resp, b := do(t, "POST", url+path, c.body, c.hdr...)

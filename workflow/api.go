@@ -349,8 +349,15 @@ func (a *API) capabilities(w http.ResponseWriter, _ *http.Request, p Principal) 
 // can post cross-site without a CORS preflight (text/plain, a form, no
 // Content-Type: crossSiteBody) is refused 415 when a browser sent it (an
 // Origin header), as at every other door: a page must not run workflows
-// through its visitor's browser.
+// through its visitor's browser. A body with a content coding is refused
+// 415 too (egress.ContentCoding), as at every other door.
 func (a *API) readWorkflow(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if ce := egress.ContentCoding(r); ce != "" {
+		w.Header().Set("Accept-Encoding", "identity")
+		writeError(w, http.StatusUnsupportedMediaType, &Error{Type: ValidationError,
+			Message: fmt.Sprintf("Content-Encoding %q is not supported: send the body without a content coding", ce)})
+		return "", false
+	}
 	ct := r.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
 	if r.Header.Get("Origin") != "" && crossSiteBody(mt) {
