@@ -14,9 +14,10 @@ import (
 // a call of any other endpoint does, a stream or a wait as any other
 // streamed answer, and a credential is refused as on the POST.
 type ReadGate interface {
-	// Admit charges the call to p's rate limit. On refusal it answers w
-	// itself (429, or 503 when the limiter is unavailable) and returns
-	// false.
+	// Admit charges the call to p's rate limit and checks what every
+	// door checks of a request (a query parameter given twice with
+	// different values). On refusal it answers w itself (429, or 503 when
+	// the limiter is unavailable, 400) and returns false.
 	Admit(w http.ResponseWriter, r *http.Request, p tenant.Principal) bool
 	// StreamSlot takes one of p's concurrent stream slots for a streamed
 	// answer (a stream, a wait) until release is called. On refusal it

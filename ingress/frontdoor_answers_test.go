@@ -103,6 +103,9 @@ func TestFrontDoorQueryTwice(t *testing.T) {
 		{"/acp?agent=a&agent=b", acp, `-32600`},
 		{"/a2e?agent=a&agent=b", `{"type":"ping"}`, `"invalid_request"`},
 		{"/a2a/v1/tasks/nope?agent=a&agent=b", "", `INVALID_ARGUMENT`},
+		// The read API's resume point, ambiguous: it read the first.
+		{"/v1/requests/some-id?from=1&from=5", "", `"invalid_request"`},
+		{"/v1/requests/some-id/stream?from=1&from=5", "", `"invalid_request"`},
 	} {
 		method := "POST"
 		if c.body == "" {

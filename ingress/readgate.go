@@ -21,10 +21,17 @@ type readGate struct{ s *Server }
 
 var _ egress.ReadGate = readGate{}
 
-// Admit charges one request to p's rate limit; a refusal is answered in
-// the E2A error shape.
+// Admit charges one request to p's rate limit, then refuses a query
+// parameter given twice with different values (?from=1&from=5: the read
+// API read the first, an ambiguous resume point) as the front doors do
+// (requestRefusal, 400 invalid_request); a refusal is answered in the E2A
+// error shape.
 func (g readGate) Admit(w http.ResponseWriter, r *http.Request, p tenant.Principal) bool {
 	f, canceled := g.s.rateLimit(r.Context(), principalOf(p), e2aproto.Name, 1, w.Header(), false)
+	if f == nil && !canceled {
+		pr, _ := g.s.opts.protocols.Lookup(e2aproto.Name)
+		f = requestRefusal(r, w.Header(), pr, false)
+	}
 	if f != nil {
 		e2aproto.Refuse(w, *f)
 	}
