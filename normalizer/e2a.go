@@ -57,8 +57,14 @@ func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 		// the agent as sent (with auth off, or a gateway asserting users).
 		return nil, newErr(ErrInvalidRequest, ProtocolE2A, "identity_origin must be one of system, user, agent, service")
 	}
-	if env.Provenance == nil && isLegacy(in.Body) {
-		env.Provenance = &e2a.Provenance{SourceProtocol: e2a.SourceLegacy}
+	if legacy, own := isLegacy(in.Body); legacy && (env.Provenance == nil || !own) {
+		// A legacy body's provenance, when it sent none: a legacy binding
+		// made one (details.migrated_from_binding), whose body was not
+		// marked agent_request.
+		if env.Provenance == nil {
+			env.Provenance = &e2a.Provenance{}
+		}
+		env.Provenance.SourceProtocol = e2a.SourceLegacy
 	}
 	return r.finish(env, OpSubmit, false)
 }
@@ -87,8 +93,9 @@ func canonicalTime(ts *string) bool {
 }
 
 // isLegacy reports whether body has a legacy AgentRequest key at its top
-// level. A cheap byte search rules most bodies out before any decoding.
-func isLegacy(body []byte) bool {
+// level, and then whether it has a provenance member of its own. A cheap
+// byte search rules most bodies out before any decoding.
+func isLegacy(body []byte) (legacy, provenance bool) {
 	found := false
 	for _, k := range legacyKeys {
 		if bytes.Contains(body, k) {
@@ -97,16 +104,16 @@ func isLegacy(body []byte) bool {
 		}
 	}
 	if !found {
-		return false
+		return false, false
 	}
 	keys, err := topLevelKeys(body)
 	if err != nil {
-		return false
+		return false, false
 	}
 	for _, k := range []string{"channel_id", "req_method", "metadata", "payload", "binding"} {
 		if keys[k] {
-			return true
+			return true, keys["provenance"]
 		}
 	}
-	return false
+	return false, false
 }
