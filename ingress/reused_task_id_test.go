@@ -248,3 +248,33 @@ func TestChosenTaskIDClaimedOnce(t *testing.T) {
 		t.Errorf("alice's answer: %.600s", b)
 	}
 }
+
+// TestChosenTaskIDOfOwnTaskConflict: a new A2A task under an
+// Idempotency-Key that names another task of the caller's (an E2A
+// task_id, whose record lists its turns) is the conflict of an id in use,
+// nothing recorded or published: its first turn was appended to that
+// task's record, a turn of an E2A task answered as an A2A task's first.
+// The retry of a new task's first turn (the same key again) is still its
+// duplicate, the same task.
+func TestChosenTaskIDOfOwnTaskConflict(t *testing.T) {
+	p := startPipelineWith(t, ingress.WithAuth(aliceAndBob(t)))
+	c := taskCalls{t: t, p: p}
+	if resp, b := testkit.Do(t, http.MethodPost, p.url+"/v1/requests?wait=true", `{"task_id":"own-e2a-task","params":{"text":"e2a turn","frames":1}}`,
+		"X-Api-Key", testKey); resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice's E2A task: %d %s", resp.StatusCode, b)
+	}
+	if b := c.send(testKey, "own-e2a-task", "", "a2a-first", "", true); !strings.Contains(b, `"conflict":true`) {
+		t.Errorf("a new A2A task under the id of alice's E2A task: %.600s, want the conflict of an id in use", b)
+	}
+	if n := requestMessages(t, p, "own-e2a-task"); n != 0 {
+		t.Errorf("E2A_REQUESTS holds %d requests under the E2A task's id", n)
+	}
+	first := c.send(testKey, "own-new-task", "", "first-turn", "", true)
+	again := c.send(testKey, "own-new-task", "", "first-turn", "", true)
+	if !strings.Contains(first, `"id":"own-new-task"`) || !strings.Contains(first, `"completed"`) || !strings.Contains(again, `"id":"own-new-task"`) {
+		t.Errorf("a new task's first turn, then its retry: %.400s; %.400s", first, again)
+	}
+	if n := requestMessages(t, p, "own-new-task"); n != 1 {
+		t.Errorf("E2A_REQUESTS holds %d requests of the new task's first turn and its retry, want 1", n)
+	}
+}

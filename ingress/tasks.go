@@ -348,6 +348,12 @@ func (s *TaskStore) AppendNew(ctx context.Context, kind string, base TaskRecord,
 // appendNew is AppendNew, reporting whether requestID was added (false: the
 // record held it already).
 func (s *TaskStore) appendNew(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal) (*TaskRecord, bool, error) {
+	return s.appendNewIf(ctx, kind, base, requestID, by, turnCond{})
+}
+
+// appendNewIf is appendNew, requestID appended to a record that exists
+// only as cond asks (appendAfter).
+func (s *TaskStore) appendNewIf(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal, cond turnCond) (*TaskRecord, bool, error) {
 	key, err := taskKey(kind, base.ID)
 	if err != nil {
 		return nil, false, err
@@ -364,7 +370,7 @@ func (s *TaskStore) appendNew(ctx context.Context, kind string, base TaskRecord,
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, false, err
 	}
-	return s.appendRequest(ctx, kind, base, requestID, by)
+	return s.appendAfter(ctx, kind, base, requestID, by, cond)
 }
 
 // Append adds requestID to the record kind/id, creating it with the other
@@ -426,6 +432,14 @@ type turnCond struct {
 	// holds is not refused (answered as its duplicate), nor the first
 	// turn of an ACP session (see turnPool).
 	pool string
+	// fresh is the first turn of a new task named by an id the client
+	// chose (publishTurnIf): a record that exists must list no request
+	// (one whose first turn's publish failed, taken out again), else
+	// ErrConflict, nothing written: the id names a task already (an E2A
+	// task_id, an earlier task's record outliving its requests), whose
+	// turn the new task's first would be. Its retry, which the record
+	// lists, is returned as it is before the check.
+	fresh bool
 	// turnPool is the pool the turn goes to. The first turn of an ACP
 	// session makes it the session's pool: session/new ran no agent (its
 	// record holds the pool its own call was routed to), the session's
@@ -471,6 +485,9 @@ func (cond turnCond) refusal(rec *TaskRecord, key string) error {
 	}
 	if cond.after != "" && rec.LastRequest() != cond.after {
 		return fmt.Errorf("%w: task %s", errRecordMoved, key)
+	}
+	if cond.fresh && len(rec.RequestIDs) > 0 {
+		return fmt.Errorf("%w: task %s exists", ErrConflict, rec.ID)
 	}
 	return nil
 }

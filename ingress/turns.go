@@ -143,7 +143,9 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 // record's owner is the conversation's, as firstTurnRecord reads it from
 // the envelope of a task without one) or the append cond asks for, and
 // reports whether the turn was added. An id another principal's record
-// holds is ErrConflict for a chosen task; the refusals publishTurnIf
+// holds, or a record of another task of the caller's (one that lists
+// requests: turnCond.fresh), is ErrConflict for a chosen task; the
+// refusals publishTurnIf
 // names are returned as they are, any other failure is ErrBackpressure.
 func (s *Server) recordTurn(ctx context.Context, p Principal, kind string, env *e2a.Envelope, of host.Turn, contextOwner string, chosenTask bool,
 	cond turnCond) (*TaskRecord, bool, error) {
@@ -154,9 +156,12 @@ func (s *Server) recordTurn(ctx context.Context, p Principal, kind string, env *
 	var rec *TaskRecord
 	var added bool
 	var err error
-	if of.Created {
+	switch {
+	case chosenTask:
+		rec, added, err = s.opts.tasks.appendNewIf(ctx, kind, base, env.RequestID, p.Tenant(), turnCond{fresh: true, nonWorkflow: cond.nonWorkflow})
+	case of.Created:
 		rec, added, err = s.opts.tasks.appendNew(ctx, kind, base, env.RequestID, p.Tenant())
-	} else {
+	default:
 		rec, added, err = s.appendPastMark(ctx, kind, base, env.RequestID, p.Tenant(), cond)
 	}
 	switch {
