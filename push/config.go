@@ -192,6 +192,11 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: task id longer than %d bytes or not UTF-8", ErrInvalidConfig, subjects.MaxIDLength)
 	case len(c.ID) > maxIDLen || !utf8.ValidString(c.ID):
 		return fmt.Errorf("%w: id longer than %d bytes or not UTF-8", ErrInvalidConfig, maxIDLen)
+	case c.ID == "." || c.ID == "..":
+		// A dot segment in the HTTP+JSON binding's path
+		// (…/pushNotificationConfigs/{id}): removed by clients and servers
+		// (RFC 3986 §5.2.4), so no HTTP+JSON call could read or delete it.
+		return fmt.Errorf("%w: id %q (a dot segment: the HTTP+JSON binding cannot name it in a path)", ErrInvalidConfig, c.ID)
 	case len(c.Token) > maxTokenLen || !headerValue(c.Token):
 		return fmt.Errorf("%w: token longer than %d bytes, not a header value, or starting or ending with whitespace", ErrInvalidConfig, maxTokenLen)
 	case strings.HasPrefix(c.Token, sealPrefix):

@@ -14,6 +14,7 @@ var (
 
 	// ErrInvalidConfig is returned by Store.Create for a config that is not
 	// acceptable apart from its URL: no task id, an id or token too long, an
+	// id "." or ".." (a dot segment no HTTP+JSON path can name), an
 	// authentication scheme other than Bearer or Basic with credentials
 	// (credentials without a scheme too), a scheme that is no RFC 9110
 	// token. The A2A layers answer it with InvalidParams (-32602).
