@@ -31,8 +31,10 @@ var (
 
 	// ErrLimit is returned by Store.Create when the task already has
 	// MaxPerTask configs, or the principal MaxTasksPerPrincipal tasks with
-	// configs. The A2A layers answer it with InvalidParams (-32602) or
-	// their resource-exhausted error.
+	// configs. The A2A layers answer it with InvalidParams (-32602, HTTP
+	// 400, gRPC INVALID_ARGUMENT): A2A defines no quota error, and a
+	// resource-exhausted answer (429) would say "retry soon", which this
+	// limit does not clear by itself.
 	ErrLimit = errors.New("push: push notification config limit reached")
 
 	// ErrNotFound is returned by Store.Get and Store.Delete when the

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
@@ -105,6 +108,37 @@ func TestSealKeyWarning(t *testing.T) {
 		}
 		if got := strings.Contains(logs.String(), "E2A_PUSH_SEAL_KEY"); got != c.warn {
 			t.Errorf("E2A_PUSH=%s dev=%v: warned %v, want %v: %s", c.push, c.dev, got, c.warn, logs.String())
+		}
+	}
+}
+
+// TestPushMaxTasksPerPrincipalEnv: E2A_PUSH_MAX_TASKS_PER_PRINCIPAL sets
+// how many tasks with push configs a principal may have (the push store
+// of e2a serve and e2a dev); out of 1..10000 it is refused before start,
+// named. Only the Go option set it: a client putting an inline config on
+// every new task had its 1,001st message refused within E2A_TASKS_TTL,
+// and an operator could not raise it.
+func TestPushMaxTasksPerPrincipalEnv(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	t.Setenv("E2A_PUSH_MAX_TASKS_PER_PRINCIPAL", "2")
+	cfg, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openPushStore(t.Context(), nc, cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, task := range []string{"t1", "t2", "t3"} {
+		_, err := st.Create(t.Context(), "alice", push.Config{TaskID: task, URL: "http://127.0.0.1:1/" + task})
+		if limited := errors.Is(err, push.ErrLimit); limited != (i == 2) || (err != nil && !limited) {
+			t.Errorf("task %d of alice with E2A_PUSH_MAX_TASKS_PER_PRINCIPAL=2: %v", i+1, err)
+		}
+	}
+	for _, v := range []string{"0", "10001", "-1"} {
+		t.Setenv("E2A_PUSH_MAX_TASKS_PER_PRINCIPAL", v)
+		if _, err := checkHTTPConfig(cfg, false); err == nil || !strings.Contains(err.Error(), "E2A_PUSH_MAX_TASKS_PER_PRINCIPAL") {
+			t.Errorf("E2A_PUSH_MAX_TASKS_PER_PRINCIPAL=%s: %v, want refused naming it", v, err)
 		}
 	}
 }

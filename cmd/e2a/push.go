@@ -41,6 +41,9 @@ Without --principal both act on every principal's updates.`,
                             replica extends it every third of it while it delivers)
   E2A_PUSH_DEAD_SHARE       the part of E2A_PUSH_DEAD one principal's dead letters may hold (default 0.125,
                             0.01..1); over it, once the stream is half full, its oldest are removed
+  E2A_PUSH_MAX_TASKS_PER_PRINCIPAL
+                            tasks with push configs one principal may have (default 1000, 1..10000); a
+                            finished task's configs hold its place until deleted or E2A_TASKS_TTL
   E2A_PUSH_SIGNING_KEY      file of an Ed25519 private key (PKCS #8 PEM): every delivery is signed (E2A-Signature,
                             detached JWS); e2a serve and e2a dev serve the public key at /.well-known/jwks.json
   E2A_PUSH_SEAL_KEY         file of a key (base64 of 32 bytes: openssl rand -base64 32) sealing the configs'
@@ -58,6 +61,7 @@ type pushEnv struct {
 	DeadShare   float64       `envconfig:"E2A_PUSH_DEAD_SHARE" default:"0.125"`
 	SigningKey  string        `envconfig:"E2A_PUSH_SIGNING_KEY"`
 	SealKey     string        `envconfig:"E2A_PUSH_SEAL_KEY"`
+	MaxTasks    int           `envconfig:"E2A_PUSH_MAX_TASKS_PER_PRINCIPAL" default:"1000"`
 }
 
 // Values of E2A_PUSH for e2a dev and e2a serve.
@@ -99,7 +103,8 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 	// A refused value names its variable (push says "timeout 0s").
 	opts := []push.Option{push.WithStreamsConfig(cfg.StreamsConfig()), namedOption("E2A_PUSH_RETRY_WINDOW", push.WithRetryWindow(pe.RetryWindow)),
 		namedOption("E2A_PUSH_TIMEOUT", push.WithTimeout(pe.Timeout)), namedOption("E2A_PUSH_ACK_WAIT", push.WithAckWait(pe.AckWait)),
-		namedOption("E2A_PUSH_DEAD_SHARE", push.WithDeadShare(pe.DeadShare))}
+		namedOption("E2A_PUSH_DEAD_SHARE", push.WithDeadShare(pe.DeadShare)),
+		namedOption("E2A_PUSH_MAX_TASKS_PER_PRINCIPAL", push.WithMaxTasksPerPrincipal(pe.MaxTasks))}
 	if pe.AllowHosts != "" {
 		opts = append(opts, namedOption("E2A_PUSH_ALLOW_HOSTS", push.WithAllowHosts(pe.AllowHosts)))
 	}
