@@ -243,3 +243,33 @@ func TestA2AV1GRPCRefusalSaysWhenToRetry(t *testing.T) {
 			st.Code(), st.Message(), delay)
 	}
 }
+
+// TestA2AV1UncleanPathAnsweredJSON: an HTTP+JSON path with an empty
+// segment (tasks//pushNotificationConfigs: a missing task id, a double
+// slash) or a "." or ".." one, bare or under a pool's prefix, is answered
+// as the binding answers a path none of its routes takes: 404 NOT_FOUND
+// in its JSON error shape. http.ServeMux answered 307 Temporary Redirect
+// with an HTML page, to another resource (tasks/pushNotificationConfigs).
+func TestA2AV1UncleanPathAnsweredJSON(t *testing.T) {
+	p := startPipeline(t)
+	v1 := ingress.A2AV1Path
+	for _, c := range [][2]string{
+		{"GET", v1 + "/tasks//pushNotificationConfigs"}, {"GET", v1 + "//tasks"},
+		{"POST", v1 + "/tasks//pushNotificationConfigs"}, {"DELETE", v1 + "/tasks/x/pushNotificationConfigs//"},
+		{"GET", v1 + "/tasks/x/pushNotificationConfigs/."}, {"GET", v1 + "/tasks/x/pushNotificationConfigs/.."},
+		{"POST", v1 + "//message:send"}, {"GET", "/pools/demo" + v1 + "/tasks//pushNotificationConfigs"},
+	} {
+		req, _ := http.NewRequest(c[0], p.url+c[1], strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultTransport.RoundTrip(req) // no redirect followed
+		if err != nil {
+			t.Fatalf("%s %s: %v", c[0], c[1], err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusNotFound || ct != "application/json" ||
+			!strings.Contains(string(b), `{"error":{"code":404,"message":"no route of the A2A v1.0 HTTP+JSON binding here","status":"NOT_FOUND"}}`) {
+			t.Errorf("%s %s: %d %s %.200s; want the binding's 404 NOT_FOUND", c[0], c[1], resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		}
+	}
+}

@@ -544,7 +544,7 @@ func newHTTP(ctx context.Context, cfg *Config, nc *nats.Conn, reg *prometheus.Re
 	mountOps(mux, *cfg, newOpsMux(reg, nc, js, need, obs.Detail{Name: "pools", Get: func(ctx context.Context) (any, error) { return in.Pools(ctx) }}))
 	warnBodyLimit(*cfg, nc, log)
 	return &http.Server{
-		Handler:           tracing.Handler(mux, untraced...),
+		Handler:           tracing.Handler(ingress.CleanPaths(mux), untraced...),
 		ReadHeaderTimeout: 10 * time.Second,
 		// Bounds reading a request (headers and body) from a slow client;
 		// streamed answers are bounded by egress's write deadlines instead.

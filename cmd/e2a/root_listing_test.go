@@ -78,3 +78,20 @@ func rootListing(t *testing.T, base, path string) map[string]bool {
 	}
 	return listed
 }
+
+// TestDevUncleanBindingPathJSON: e2a dev serves its routes through
+// ingress.CleanPaths: an A2A v1.0 HTTP+JSON path with an empty segment is
+// the binding's JSON 404, not http.ServeMux's 307 HTML redirect.
+func TestDevUncleanBindingPathJSON(t *testing.T) {
+	base := startDev(t, nil).base
+	req, _ := http.NewRequest(http.MethodGet, base+"/a2a/v1/tasks//pushNotificationConfigs", nil)
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"NOT_FOUND"`) {
+		t.Errorf("GET /a2a/v1/tasks//pushNotificationConfigs: %d %.200s; want the binding's JSON 404", resp.StatusCode, b)
+	}
+}

@@ -146,9 +146,9 @@ func ServeFrontWrapped(t testing.TB, nc *nats.Conn, wrap func(http.Handler) http
 	mux := http.NewServeMux()
 	in.Register(mux)
 	eg.Register(mux)
-	var h http.Handler = mux
+	h := ingress.CleanPaths(mux) // as a process serves the routes
 	if wrap != nil {
-		h = wrap(mux)
+		h = wrap(h)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

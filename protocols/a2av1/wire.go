@@ -159,6 +159,17 @@ func (s *specStatusWriter) Flush() {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *specStatusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
+// noRouteMessage is the message of the binding's 404 for a path none of
+// its routes takes.
+const noRouteMessage = "no route of the A2A v1.0 HTTP+JSON binding here"
+
+// NoRoute answers a path that none of the HTTP+JSON binding's routes
+// takes as the binding does: 404 NOT_FOUND in its error shape
+// (google.rpc.Status).
+func NoRoute(w http.ResponseWriter) {
+	restRefuse(w, host.Refusal{Status: http.StatusNotFound, Message: noRouteMessage})
+}
+
 // finish writes a held error answer with §5.4's status for its reason,
 // and the body of a DELETE the handler answered without one.
 func (s *specStatusWriter) finish() {
@@ -183,7 +194,7 @@ func (s *specStatusWriter) finish() {
 		// The router's text "Method Not Allowed" or "404 page not found"
 		// (a path that is none of the binding's routes): the binding
 		// answers every error as google.rpc.Status, Allow kept.
-		msg := "no route of the A2A v1.0 HTTP+JSON binding here"
+		msg := noRouteMessage
 		if code == http.StatusMethodNotAllowed {
 			msg = "method not allowed here; use " + s.Header().Get("Allow")
 		}
