@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -299,6 +300,13 @@ type peek struct {
 }
 
 func (c *stdioConn) dispatch(ln stdioLine) {
+	// A byte order mark that starts a line is dropped: RFC 8259 §8.1 lets
+	// a parser ignore it, and .NET's UTF-8 writer puts one first. It was
+	// a parse error answered to id null, to which no call returns.
+	ln.data = bytes.TrimLeft(bytes.TrimPrefix(ln.data, utf8BOM), " \t")
+	if len(ln.data) == 0 && !ln.tooLong {
+		return
+	}
 	if ln.tooLong {
 		// Answered to its id, found at the start of the line, so that the
 		// client's call returns (an error to id null answers no request).
@@ -394,6 +402,18 @@ func overlongID(start []byte) json.RawMessage {
 	}
 	return nil
 }
+
+// readableID returns id when a response may echo it (UTF-8, a string,
+// number or null), nil (null) otherwise.
+func readableID(id json.RawMessage) json.RawMessage {
+	if _, err := canonicalID(id); err != nil || !utf8.Valid(id) {
+		return nil
+	}
+	return id
+}
+
+// utf8BOM is the UTF-8 byte order mark.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // waitBefore waits, for call (a turn), until the handlers of the
 // session/cancel calls read before it returned, so they cannot cancel it,
@@ -636,7 +656,10 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 	}()
 	calls, batch, derr := jsonrpc.Decode(line, jsonrpc.DecodeOptions{})
 	if derr != nil {
-		w.response(jsonrpc.ErrorResponse(nil, derr))
+		// To the id the dispatcher read, when it could (a line that is
+		// not UTF-8 is JSON all the same), so that the client's call
+		// returns: an error to id null answers no request.
+		w.response(jsonrpc.ErrorResponse(readableID(call.id), derr))
 		return
 	}
 	p, f, ok := s.stdioGate(in.Ctx, c.e.protocol, len(calls))

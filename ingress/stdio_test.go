@@ -357,6 +357,22 @@ func TestStdioLines(t *testing.T) {
 	if m := next(); code(m) != -32600 || m["id"] != float64(1) {
 		t.Fatalf("too long: want -32600 to its id 1: %v", m)
 	}
+	// Not UTF-8: refused -32700 to its id, which could be read (an error
+	// to id null answers no call); an id that is not UTF-8 itself cannot be.
+	send(`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":1,"x":"` + "\xff" + `"}}` + "\n")
+	if m := next(); code(m) != -32700 || m["id"] != float64(7) {
+		t.Fatalf("not UTF-8: want -32700 to its id 7: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":"` + "\xff" + `","method":"initialize","params":{"protocolVersion":1}}` + "\n")
+	if m := next(); code(m) != -32700 || m["id"] != nil {
+		t.Fatalf("an id not UTF-8: want -32700 to id null: %v", m)
+	}
+	// A byte order mark that starts a line is dropped (RFC 8259 §8.1 lets a
+	// parser ignore it; .NET's UTF-8 writer puts one first).
+	send("\xEF\xBB\xBF" + `{"jsonrpc":"2.0","id":"bom","method":"initialize","params":{"protocolVersion":1}}` + "\n")
+	if m := next(); m["id"] != "bom" || m["result"] == nil {
+		t.Fatalf("a line after a byte order mark: want initialize's result to id bom: %v", m)
+	}
 	send(`{"jsonrpc":"2.0","method":"no/such"}` + "\n" + `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":1}}` + "\r\n")
 	if m := next(); m["id"] != "i" || m["result"] == nil {
 		t.Fatalf("initialize after a notification: %v", m)
