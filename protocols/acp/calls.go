@@ -333,7 +333,7 @@ func readSessionConfig(raw json.RawMessage, need bool) (*sessionConfig, *jsonrpc
 
 // checkMCPServers checks each of mcpServers (a JSON array) as the ACP
 // schema's McpServer: by its type, http or sse {name, url, headers}, acp
-// {name, id}, else stdio {name, command, args, env}, every member there
+// {name, id}, else stdio (no type, or "stdio") {name, command, args, env}, every member there
 // (the lists may be empty), the names and the command or URL not empty.
 // An entry that is none ([1], "fs", {}, null, a name alone) was stored
 // with the session and sent to the agent with every prompt; the SDK's own
@@ -355,20 +355,24 @@ func checkMCPServers(raw json.RawMessage) *jsonrpc.Error {
 			Headers *[]map[string]any `json:"headers"`
 		}
 		err := json.Unmarshal(it, &m)
+		// The stdio transport has no type or names it: the schema's stdio
+		// branch (McpServerStdio) does not forbid the member, and
+		// acp-go-sdk reads "type":"stdio" as that branch.
+		stdio := m.Type == nil || *m.Type == "stdio"
 		var missing string
 		switch {
 		case err != nil || string(bytes.TrimSpace(it)) == "null":
 			missing = "an object"
 		case m.Name == "":
 			missing = "name"
-		case m.Type == nil && (m.Command == "" || m.Args == nil || m.Env == nil):
+		case stdio && (m.Command == "" || m.Args == nil || m.Env == nil):
 			missing = "command, args and env (a stdio server)"
 		case m.Type != nil && (*m.Type == "http" || *m.Type == "sse") && (m.URL == "" || m.Headers == nil):
 			missing = "url and headers (an " + *m.Type + " server)"
 		case m.Type != nil && *m.Type == "acp" && len(m.ID) == 0:
 			missing = "id (an acp server)"
-		case m.Type != nil && *m.Type != "http" && *m.Type != "sse" && *m.Type != "acp":
-			missing = "a type of http, sse or acp (or none: stdio)"
+		case !stdio && *m.Type != "http" && *m.Type != "sse" && *m.Type != "acp":
+			missing = "a type of stdio, http, sse or acp (or none: stdio)"
 		}
 		if missing != "" {
 			return jsonrpc.InvalidParams(fmt.Sprintf("mcpServers[%d] needs %s", i, missing))

@@ -124,3 +124,24 @@ func TestEndpoint(t *testing.T) {
 		t.Errorf("refusal %d %s", w.Code, w.Body)
 	}
 }
+
+// TestSessionNewMCPServerTypes: an MCP server entry of session/new may name
+// its stdio transport ("type":"stdio"): the ACP schema's stdio branch
+// (McpServerStdio) does not forbid the member, and acp-go-sdk reads such
+// an entry as its Stdio variant. It needs what an untyped one needs; a
+// type ACP does not define stays refused.
+func TestSessionNewMCPServerTypes(t *testing.T) {
+	h := newHost()
+	stdio := map[string]any{"type": "stdio", "name": "m", "command": "x", "args": []any{}, "env": []any{}}
+	if r := call(t, h, "session/new", map[string]any{"cwd": "/w", "mcpServers": []any{stdio}}); r.err != nil {
+		t.Fatalf(`an MCP server with "type":"stdio": %+v`, r.err)
+	}
+	for _, bad := range []map[string]any{
+		{"type": "stdio", "name": "m", "args": []any{}, "env": []any{}},
+		{"type": "ws", "name": "m", "command": "x", "args": []any{}, "env": []any{}},
+	} {
+		if r := call(t, h, "session/new", map[string]any{"cwd": "/w", "mcpServers": []any{bad}}); r.err == nil || r.err.Code != jsonrpc.CodeInvalidParams {
+			t.Errorf("%v: want -32602, got %+v", bad, r)
+		}
+	}
+}
