@@ -56,8 +56,10 @@
 //     writes a final e2a.error max_deliveries without running the handler;
 //     the server's max-deliveries advisory closes it should that worker die
 //     too. A request past its deadline (envelope "deadline" or
-//     [WithDefaultDeadline]) gets deadline_exceeded; both fenced like any
-//     frame, so they can never follow a real final frame.
+//     [WithDefaultDeadline]) gets deadline_exceeded, retryable only when
+//     the default deadline was the earlier (a retry may land on a faster
+//     worker; the envelope's own fails the same way again); both fenced
+//     like any frame, so they can never follow a real final frame.
 //   - Cancellation: [Cancel] stores a cancel on e2a.ctl.<request_id>
 //     (E2A_CONTROL keeps the last one), delivered live to every worker; a
 //     request cancelled before its pick-up gets the final frame without a

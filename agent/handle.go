@@ -62,6 +62,9 @@ type delivery struct {
 
 	deadline    time.Time
 	hasDeadline bool
+	// ownDeadline: the deadline is the envelope's own (not the pool's
+	// default, which a retry may beat on a faster worker).
+	ownDeadline bool
 	// unrun: refused, before its handler ran, because a cancel of it
 	// came or its deadline passed (refusal).
 	unrun bool
@@ -103,7 +106,9 @@ func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 	if d.last == nil {
 		chain = turnChain(m, d.id)
 	}
-	if f, refused := w.refusal(d, cancelledLive); refused {
+	f, refused := w.refusal(d, cancelledLive)
+	r.ownDeadline = d.ownDeadline
+	if refused {
 		if d.unrun && len(chain) > 0 {
 			// Cancelled, or past its deadline, before it was picked up:
 			// it ends after the turn before it, as it would have run.
@@ -324,12 +329,12 @@ func (w *worker) refusal(d *delivery, cancelledLive bool) (f frame, refused bool
 		d.unrun = true
 		return cancelFrame(), true
 	}
-	d.deadline, d.hasDeadline = w.deadline(d.env, d.meta)
+	d.deadline, d.hasDeadline, d.ownDeadline = w.deadline(d.env, d.meta)
 	if d.hasDeadline && !time.Now().Before(d.deadline) {
 		// As for a cancel: what an earlier delivery started stops too.
 		w.cancelRequest(d)
 		d.unrun = true
-		return deadlineFrame(), true
+		return deadlineFrame(d.ownDeadline), true
 	}
 	if d.last != nil && !w.resumable {
 		return errorFrame(e2a.ErrCodeAgentInterrupted,
@@ -449,7 +454,7 @@ func (w *worker) stopped(r *request, hctx context.Context, log *reqLogger, wait 
 		wr.close(ErrWriterClosed, false)
 		f := cancelFrame()
 		if errors.Is(cause, ErrDeadlineExceeded) {
-			f = deadlineFrame()
+			f = deadlineFrame(r.ownDeadline)
 		}
 		if grace > 0 {
 			w.graceStop(wait, grace, log)
@@ -588,8 +593,12 @@ func cancelFrame() frame {
 	return errorFrame(e2a.ErrCodeCancelled, "the request was cancelled", false, nil)
 }
 
-func deadlineFrame() frame {
-	return errorFrame(e2a.ErrCodeDeadlineExceeded, "the request passed its deadline", true, nil)
+// deadlineFrame is the final frame of a request past its deadline:
+// retryable when the pool's default deadline (WithDefaultDeadline) cut it,
+// which a retry may beat on a faster worker, not when it was the
+// envelope's own (own): the same request sent again fails the same way.
+func deadlineFrame(own bool) frame {
+	return errorFrame(e2a.ErrCodeDeadlineExceeded, "the request passed its deadline", !own, nil)
 }
 
 // errorAs is errors.As on an error of the handler's: false when walking
@@ -662,21 +671,21 @@ func (w *worker) serveTo(ctx context.Context, done chan<- error, env *e2a.Envelo
 }
 
 // deadline returns the request's deadline: the earlier of the envelope's
-// and the stored time plus the default deadline.
-func (w *worker) deadline(env *e2a.Envelope, meta *jetstream.MsgMetadata) (time.Time, bool) {
-	var dl time.Time
+// and the stored time plus the default deadline; own reports that it is
+// the envelope's.
+func (w *worker) deadline(env *e2a.Envelope, meta *jetstream.MsgMetadata) (dl time.Time, has, own bool) {
 	if env.Deadline != "" {
 		if t, err := e2a.ParseTime(env.Deadline); err == nil {
-			dl = t
+			dl, own = t, true
 		}
 	}
 	if w.cfg.defaultDL > 0 {
 		d := meta.Timestamp.Add(w.cfg.defaultDL)
 		if dl.IsZero() || d.Before(dl) {
-			dl = d
+			dl, own = d, false
 		}
 	}
-	return dl, !dl.IsZero()
+	return dl, !dl.IsZero(), own
 }
 
 // seqHeader is the sequence of the last frame m holds, by its headers

@@ -217,14 +217,17 @@ func TestDeadlines(t *testing.T) {
 	past.Deadline = e2a.FormatTime(time.Now().Add(-time.Second))
 	publish(t, s.js, "dl", past)
 	fr := waitFinal(t, s.nc, "dl-past", 10*time.Second)
-	if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeDeadlineExceeded || !e.Retryable || calls.Load() != 0 {
-		t.Fatalf("past deadline: %d frames %+v, %d calls", len(fr), e, calls.Load())
+	// The envelope's own deadline: sent again, the request fails the same
+	// way, so not retryable.
+	if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeDeadlineExceeded || e.Retryable || calls.Load() != 0 {
+		t.Fatalf("past its envelope deadline: want one deadline_exceeded, not retryable, no handler call: %d frames %+v, %d calls", len(fr), e, calls.Load())
 	}
 	start := time.Now()
 	publish(t, s.js, "dl", request("dl-run", nil))
 	fr = waitFinal(t, s.nc, "dl-run", 10*time.Second)
-	if e, _ := fr[len(fr)-1].Error(); len(fr) != 2 || e.Code != e2a.ErrCodeDeadlineExceeded {
-		t.Fatalf("running past the deadline: %d frames, final %+v", len(fr), e)
+	// The pool's default deadline: a retry may land on a faster worker.
+	if e, _ := fr[len(fr)-1].Error(); len(fr) != 2 || e.Code != e2a.ErrCodeDeadlineExceeded || !e.Retryable {
+		t.Fatalf("running past the default deadline: want deadline_exceeded, retryable: %d frames, final %+v", len(fr), e)
 	}
 	if d := time.Since(start); d < 600*time.Millisecond || d > 5*time.Second {
 		t.Errorf("deadline frame after %v, want ≈ 700ms", d)
@@ -235,6 +238,19 @@ func TestDeadlines(t *testing.T) {
 	if err := <-lateWrite; !errors.Is(err, agent.ErrWriterClosed) {
 		t.Errorf("write after the deadline: %v, want ErrWriterClosed", err)
 	}
+	// Running past the envelope's own deadline, earlier than the default
+	// (of another pool: a minute).
+	startWorker(t, s.connect(t), "dl2", h, agent.WithDefaultDeadline(time.Minute))
+	waitConsumer(t, s.js, "dl2")
+	own := request("dl-own", nil)
+	own.Deadline = e2a.FormatTime(time.Now().Add(1500 * time.Millisecond))
+	publish(t, s.js, "dl2", own)
+	fr = waitFinal(t, s.nc, "dl-own", 10*time.Second)
+	if e, _ := fr[len(fr)-1].Error(); len(fr) != 2 || e.Code != e2a.ErrCodeDeadlineExceeded || e.Retryable {
+		t.Fatalf("running past its envelope deadline: want deadline_exceeded, not retryable: %d frames, final %+v", len(fr), e)
+	}
+	<-cause
+	<-lateWrite
 }
 
 // TestForgedMaxDeliveriesAdvisoryIgnored: the max-deliveries advisory ends

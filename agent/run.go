@@ -120,6 +120,9 @@ type request struct {
 	slot      *slot     // the fetch loop's slot it holds
 	stored    time.Time // when its envelope was stored (JetStream's timestamp)
 	cancelled bool      // a live cancel arrived before stop was set
+	// ownDeadline: its deadline is the envelope's own (delivery's), so its
+	// deadline_exceeded is not retryable.
+	ownDeadline bool
 	// waiting: its handler not run, it waits for the turns before it
 	// (waitTurn, holdUnrun); guarded by worker.mu.
 	waiting bool

@@ -39,7 +39,8 @@ type Envelope struct {
 	ACPMeta        map[string]any `json:"acp_meta,omitempty"`
 
 	// Deadline is a pipeline extension: an RFC 3339 instant after which the
-	// request is failed with deadline_exceeded instead of being worked on.
+	// request is failed with deadline_exceeded instead of being worked on,
+	// not retryable (the same request sent again fails the same way).
 	Deadline string `json:"deadline,omitempty"`
 	// Trace carries W3C trace context (traceparent, tracestate) from the
 	// client through every stage; a pipeline extension.
