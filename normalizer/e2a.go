@@ -21,13 +21,15 @@ var legacyKeys = [][]byte{[]byte(`"channel_id"`), []byte(`"req_method"`), []byte
 // "agent_request" for a legacy body without provenance; converter and
 // converted_at set when the sender set none), trace context from the
 // headers, identity per [Principal], secrets stripped, and the pool by the
-// routing rule. A timestamp or deadline is kept in the RFC 3339 form every
-// stage reads: a lower-case "t" or "z" is written upper case.
+// routing rule. A timestamp, deadline or provenance.converted_at is kept in
+// the RFC 3339 UTC form every stage reads: a lower-case "t" or "z" is
+// written upper case, another offset converted.
 //
 // Errors: ErrParse for a body that is not JSON (or nests too deep),
 // ErrInvalidRequest for JSON that is not an envelope (not an object, a
 // known field with the wrong type, a timestamp or deadline that is neither
-// RFC 3339 nor epoch seconds, an identity_origin outside §4.3's four).
+// RFC 3339 nor epoch seconds, a provenance.converted_at that is not RFC
+// 3339, an identity_origin outside §4.3's four).
 func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 	r := n.begin(in, e2a.SourceE2A, ProtocolE2A)
 	if e := checkUTF8(in.Body, ProtocolE2A); e != nil {
@@ -49,6 +51,11 @@ func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 		if !canonicalTime(ts) {
 			return nil, newErr(ErrInvalidRequest, ProtocolE2A, "%s must be RFC 3339 or epoch seconds", name)
 		}
+	}
+	// The conversion time a client's converter gives (§4.2) is a time as
+	// timestamp is: it was stored as sent ("garbage", another offset).
+	if p := env.Provenance; p != nil && !canonicalTime(&p.ConvertedAt) {
+		return nil, newErr(ErrInvalidRequest, ProtocolE2A, "provenance.converted_at must be RFC 3339")
 	}
 	switch env.IdentityOrigin {
 	case "", e2a.IdentitySystem, e2a.IdentityUser, e2a.IdentityAgent, e2a.IdentityService:
