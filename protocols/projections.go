@@ -1,6 +1,8 @@
 package protocols
 
 import (
+	"bytes"
+
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -13,17 +15,26 @@ import (
 // §12.1) filled: projections.acp with the JSON-RPC response or the
 // session/update notification the frame maps to, projections.a2a with the
 // stream payload. Projections are auxiliary: renderers never read them.
+// The ACP one is left out where there is nothing to project to (the
+// specification's adapter "returns None if not applicable"): a response of
+// a request without jsonrpc_id (JSON-RPC 2.0 gives a result no null id),
+// an update of one without session_id.
 func FillProjections(r *e2a.Response) *e2a.Response {
 	c := *r
 	p := e2a.CloneMap(r.Projections)
 	if p == nil {
 		p = map[string]any{}
 	}
+	hasID := len(r.JSONRPCID) > 0 && string(bytes.TrimSpace(r.JSONRPCID)) != "null"
 	if r.IsFinal {
-		p["acp"] = e2a.PlainJSON(acp.Final(r, r.JSONRPCID))
+		if hasID {
+			p["acp"] = e2a.PlainJSON(acp.Final(r, r.JSONRPCID))
+		}
 	} else if resp, ok := acp.E2AResponseToACPJSONRPCResponse(r); ok {
-		p["acp"] = e2a.PlainJSON(resp)
-	} else if ups, err := acp.Updates(r); err == nil && len(ups) > 0 {
+		if hasID {
+			p["acp"] = e2a.PlainJSON(resp)
+		}
+	} else if ups, err := acp.Updates(r); err == nil && len(ups) > 0 && r.SessionID != "" {
 		p["acp"] = e2a.PlainJSON(jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
 			Params: acpsdk.SessionNotification{SessionId: acpsdk.SessionId(r.SessionID), Update: ups[0]}})
 	}

@@ -1,6 +1,7 @@
 package protocols_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -31,5 +32,26 @@ func TestE2AResponseToA2AStreamPayload(t *testing.T) {
 	acpProj, _ := c.Projections["acp"].(map[string]any)
 	if acpProj["method"] != "session/update" {
 		t.Fatalf("acp projection %v", c.Projections)
+	}
+}
+
+// TestProjectionsWithoutACPTarget: the ACP projection is left out of a
+// frame it cannot be projected to (spec §8's adapter "returns None if not
+// applicable"): a response of a request without jsonrpc_id (a JSON-RPC
+// result may not have id null), an update of one without session_id
+// (sessionId "" names no session).
+func TestProjectionsWithoutACPTarget(t *testing.T) {
+	final := conformance.Frame("r", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "hi"}}, nil)
+	chunk := conformance.Chunk("r", 0, e2a.DeltaText, "x", "")
+	final.JSONRPCID, final.SessionID, chunk.JSONRPCID, chunk.SessionID = nil, "", nil, ""
+	for name, r := range map[string]*e2a.Response{"final": final, "chunk": chunk} {
+		if p := protocols.FillProjections(r); p.Projections["acp"] != nil {
+			t.Errorf("%s of a request without jsonrpc_id or session_id: acp projection %v, want none", name, p.Projections["acp"])
+		}
+	}
+	final.JSONRPCID = json.RawMessage(`7`)
+	acpProj, _ := protocols.FillProjections(final).Projections["acp"].(map[string]any)
+	if acpProj["id"] != float64(7) || acpProj["result"] == nil {
+		t.Fatalf("final of a request with jsonrpc_id 7: acp projection %v", acpProj)
 	}
 }
