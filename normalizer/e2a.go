@@ -29,7 +29,8 @@ var legacyKeys = [][]byte{[]byte(`"channel_id"`), []byte(`"req_method"`), []byte
 // ErrInvalidRequest for JSON that is not an envelope (not an object, a
 // known field with the wrong type, a timestamp or deadline that is neither
 // RFC 3339 nor epoch seconds, a provenance.converted_at that is not RFC
-// 3339, an identity_origin outside §4.3's four).
+// 3339, an identity_origin outside §4.3's four, a protocol_version of
+// another major version than 1).
 func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 	r := n.begin(in, e2a.SourceE2A, ProtocolE2A)
 	if e := checkUTF8(in.Body, ProtocolE2A); e != nil {
@@ -51,6 +52,11 @@ func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 		if !canonicalTime(ts) {
 			return nil, newErr(ErrInvalidRequest, ProtocolE2A, "%s must be RFC 3339 or epoch seconds", name)
 		}
+	}
+	if v := env.ProtocolVersion; v != "" && !spokenVersion(v) {
+		// The frames echo the request's version (§12.4): another major
+		// version was answered in frames claiming it, read as 1.0.
+		return nil, newErr(ErrInvalidRequest, ProtocolE2A, "protocol_version must be 1.x: the pipeline speaks E2A %s", e2a.ProtocolVersion)
 	}
 	// The conversion time a client's converter gives (§4.2) is a time as
 	// timestamp is: it was stored as sent ("garbage", another offset).
@@ -96,6 +102,24 @@ func canonicalTime(ts *string) bool {
 		return false
 	}
 	*ts = e2a.NormalizeTime(up)
+	return true
+}
+
+// spokenVersion reports whether v is a protocol_version of the major
+// version the pipeline speaks: 1, or 1 and minor (and patch) numbers
+// ("1.0", "1.2"); a later minor version adds what a 1.0 reader drops.
+func spokenVersion(v string) bool {
+	major, rest, dotted := strings.Cut(v, ".")
+	if major != "1" {
+		return false
+	}
+	for dotted {
+		var n string
+		n, rest, dotted = strings.Cut(rest, ".")
+		if n == "" || strings.Trim(n, "0123456789") != "" {
+			return false
+		}
+	}
 	return true
 }
 
