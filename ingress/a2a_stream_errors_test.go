@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestA2AStreamingErrorsAreSSE: message/stream and tasks/resubscribe
@@ -87,6 +91,36 @@ func TestA2AIDLessErrors(t *testing.T) {
 		}
 		if resp.StatusCode != 200 || jsonDecode(resp, &r) != nil || r.Error == nil || r.Error.Code != code || string(r.ID) != "null" {
 			t.Fatalf("%s: %d %+v", body, resp.StatusCode, r)
+		}
+	}
+}
+
+// TestA2AMalformedResumePointRefusedBeforePublish: a message/stream or
+// tasks/sendSubscribe with a message whose Last-Event-ID is malformed is
+// refused before anything is published (its stream carries the error), as
+// E2A's and A2E's doors refuse it. It was published and ran, and its
+// stream answered the client's error.
+func TestA2AMalformedResumePointRefusedBeforePublish(t *testing.T) {
+	p := startPipeline(t)
+	for key, body := range map[string]string{
+		"bad-lei-a2a": `{"jsonrpc":"2.0","id":"s1","method":"message/stream","params":{"message":{"kind":"message","role":"user","messageId":"m-bad","parts":[{"kind":"text","text":"x"}]}}}`,
+		"bad-lei-av":  `{"jsonrpc":"2.0","id":"s1","method":"tasks/sendSubscribe","params":{"message":{"role":"user","parts":[{"type":"text","content":"x"}]}}}`,
+	} {
+		resp := testkit.Open(t, http.MethodPost, p.url+"/a2a", body, "Content-Type", "application/json", "Accept", "text/event-stream",
+			"Idempotency-Key", key, "Last-Event-ID", "not-an-id")
+		evs := readSSE(t, resp.Body)
+		resp.Body.Close()
+		if len(evs) != 1 || !strings.Contains(string(evs[0].data), "-32602") || !strings.Contains(string(evs[0].data), "not-an-id") {
+			var got []string
+			for _, ev := range evs {
+				got = append(got, ev.id+" "+string(ev.data))
+			}
+			t.Errorf("%s: events %q, want one -32602 error naming the Last-Event-ID", key, got)
+		}
+		resp = p.get(t, "/v1/requests/"+key)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: refused, yet published: GET /v1/requests/%s = %d", key, key, resp.StatusCode)
 		}
 	}
 }

@@ -234,19 +234,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		(req.Method == normalizer.A2AMessageSend && blockingSend(env)))
 	s := host.Submission{Pool: res.Pool, Envelope: env, Slot: w != nil && Streaming(req.Method), Prepare: prepare,
 		ClaimContext: ClaimsContext(env, Continued(env), prev)}
-	if env.TaskID != "" {
-		// A turn of the task: recorded first, run after the task's
-		// earlier turn. It is a turn of the task's protocol: AgentVault's
-		// tasks/send continuing an A2A task is checked as A2A's message is
-		// (a task whose cancel turn is recorded takes none), where it
-		// reopened a canceled task.
-		tp := protocol
-		if prev != nil && prev.Protocol != "" {
-			tp = prev.Protocol
-		}
-		s.Turn = &host.Turn{Task: host.Task{Session: host.Session{ID: env.TaskID, Protocol: tp, Pool: res.Pool},
-			ContextID: env.ContextID}, Created: !Continued(env)}
-	}
+	s.Turn = submittedTurn(env, protocol, res.Pool, prev)
 	if protocol == normalizer.ProtocolA2A {
 		s.Before = func(context.Context) (func(context.Context) error, error) {
 			undo, ok := d.inlinePush(rep, in, tc, req, env, prev)
@@ -255,6 +243,9 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			}
 			return undo, nil
 		}
+	}
+	if !admitResumePoint(rep, in, req, protocol) {
+		return
 	}
 	submitted := time.Now()
 	sub, err := tc.Submit(in.Ctx, s)
@@ -317,6 +308,58 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}
+}
+
+// submittedTurn is the turn of its task a message with env submits to
+// pool (nil for none: env names no task), prev the task's record before
+// it (nil for a new task). It is recorded first, run after the task's
+// earlier turn, and it is a turn of the task's protocol: AgentVault's
+// tasks/send continuing an A2A task is checked as A2A's message is (a
+// task whose cancel turn is recorded takes none), where it reopened a
+// canceled task.
+func submittedTurn(env *e2a.Envelope, protocol, pool string, prev *host.Task) *host.Turn {
+	if env.TaskID == "" {
+		return nil
+	}
+	tp := protocol
+	if prev != nil && prev.Protocol != "" {
+		tp = prev.Protocol
+	}
+	return &host.Turn{Task: host.Task{Session: host.Session{ID: env.TaskID, Protocol: tp, Pool: pool},
+		ContextID: env.ContextID}, Created: !Continued(env)}
+}
+
+// admitResumePoint refuses a streaming call (message/stream,
+// tasks/sendSubscribe with a message) whose resume point (Last-Event-ID,
+// ?from=) is malformed, before anything is published, with the error its
+// stream would end with, in protocol's words, as E2A's and A2E's doors
+// refuse it: it was published and ran, and its stream answered the
+// client's error. It answered rep when it returns false.
+func admitResumePoint(rep host.Reply, in host.Call, req *jsonrpc.Request, protocol string) bool {
+	if !Streaming(req.Method) || in.Request == nil || req.IsNotification() {
+		return true
+	}
+	err := checkResumePoint(in.Request)
+	switch {
+	case err == nil:
+		return true
+	case protocol == normalizer.ProtocolAgentVault:
+		rep.Error(AgentVaultError(err))
+	default:
+		rep.Error(Error(err))
+	}
+	return false
+}
+
+// checkResumePoint returns the error a stream of r would end with for its
+// resume point (egress.ResumePoint's, wrapping egress.ErrBadRequest): nil
+// for none, a frame sequence, or a turn's event id (turnResumePoint).
+func checkResumePoint(r *http.Request) error {
+	if _, _, ok := turnResumePoint(r); ok {
+		return nil
+	}
+	_, err := egress.ResumePoint(r)
+	return err
 }
 
 // nonBlockingTask is the answer to a non-blocking message/send
