@@ -339,7 +339,7 @@ func admitResumePoint(rep host.Reply, in host.Call, req *jsonrpc.Request, protoc
 	if !Streaming(req.Method) || in.Request == nil || req.IsNotification() {
 		return true
 	}
-	err := checkResumePoint(in.Request)
+	err := CheckResumePoint(in.Request)
 	switch {
 	case err == nil:
 		return true
@@ -351,10 +351,12 @@ func admitResumePoint(rep host.Reply, in host.Call, req *jsonrpc.Request, protoc
 	return false
 }
 
-// checkResumePoint returns the error a stream of r would end with for its
+// CheckResumePoint returns the error a stream of r would end with for its
 // resume point (egress.ResumePoint's, wrapping egress.ErrBadRequest): nil
-// for none, a frame sequence, or a turn's event id (turnResumePoint).
-func checkResumePoint(r *http.Request) error {
+// for none, a frame sequence, or a turn's event id (turnResumePoint). The
+// streaming calls that submit a message (A2A v0.3, AgentVault, v1.0's
+// SendStreamingMessage) refuse a malformed one before the publish.
+func CheckResumePoint(r *http.Request) error {
 	if _, _, ok := turnResumePoint(r); ok {
 		return nil
 	}

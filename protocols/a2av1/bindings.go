@@ -466,7 +466,18 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 	newRenderer func(o *render.Output, requestID string, p a2amap.Params, from int64) *stream) {
 	// A stream slot, and the frames subscribed to before the publish, as
 	// the handler's SendStreamingMessage does.
-	sub, p, err := b.hd.submit(r.Context(), req, normalizer.A2AMessageStream, true)
+	var sub *host.Submitted
+	var p a2amap.Params
+	err := a2aproto.CheckResumePoint(r)
+	if err == nil {
+		sub, p, err = b.hd.submit(r.Context(), req, normalizer.A2AMessageStream, true)
+	} else {
+		// A malformed resume point (Last-Event-ID, ?from=) is the client's
+		// error, refused before the publish as the other doors refuse it
+		// (InvalidParams): the message was published and the agent ran,
+		// and only the stream answered the error.
+		err = sdkError(err)
+	}
 	if errors.Is(err, errTooManyStreams) {
 		if rest {
 			refuseTooMany(w, nil, restRefuse)
