@@ -165,11 +165,12 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 		a.state = a2a.TaskStateWorking
 	}
 	a.ts = FrameTime(r)
+	ownEnd := false // r is the agent's own final status-update
 	if c, ok := ContentChunk(r); ok {
 		if p, ok := chunkPiece(c); ok {
 			a.addPiece(r, p)
 		}
-	} else if ev, _, err := nativeV1(r); err != nil {
+	} else if ev, final, err := nativeV1(r); err != nil {
 		a.m.unreadable(r, err)
 		if r.IsFinal {
 			a.state, a.status = unreadableOutcome.State, a.m.failureMessage(r, unreadableOutcome)
@@ -199,6 +200,7 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 			if e.Status.Timestamp != nil {
 				a.ts = e.Status.Timestamp
 			}
+			ownEnd = final
 		case *a2a.TaskArtifactUpdateEvent:
 			a.mergeArtifact(e)
 		}
@@ -218,7 +220,14 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 		return nil
 	}
 	if o.State != a2a.TaskStateCompleted {
-		a.status = a.m.failureMessage(r, o)
+		if !ownEnd {
+			// The agent's own final status-update (rejected, failed,
+			// canceled) keeps its message, as the stream writes it
+			// (Mapper.Events: the update closes the stream). It was
+			// replaced by a failure message of its text alone, with
+			// another id and an error of no code.
+			a.status = a.m.failureMessage(r, o)
+		}
 		return nil
 	}
 	if a.native != nil {
