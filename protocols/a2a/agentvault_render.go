@@ -595,10 +595,12 @@ func avHasText(parts a2a.ContentParts) bool {
 }
 
 // avSaid reports whether the message of a turn's status in state s is
-// one of the task's messages: a failure's, a cancel's, a question.
+// one of the task's messages: a failure's, a rejection's (FAILED in the
+// profile, whose view has no status message: its reason was lost), a
+// cancel's, a question.
 func avSaid(s a2a.TaskState) bool {
 	switch s {
-	case a2a.TaskStateFailed, a2a.TaskStateCanceled, a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired:
+	case a2a.TaskStateFailed, a2a.TaskStateRejected, a2a.TaskStateCanceled, a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired:
 		return true
 	}
 	return false
