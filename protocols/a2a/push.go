@@ -1,9 +1,11 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	legacy "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -86,8 +88,8 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 		TaskID   string `json:"taskId"` // set
 		ConfigID string `json:"pushNotificationConfigId"`
 	}
-	if err := json.Unmarshal(req.Params, &p); err != nil {
-		rep.Error(jsonrpc.InvalidParams(err.Error()))
+	if err := pushParams(req.Params, &p); err != nil {
+		rep.Error(err)
 		return
 	}
 	taskID, access := p.ID, tenant.Read
@@ -110,8 +112,8 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 	switch req.Method {
 	case normalizer.A2APushConfigSet:
 		var c legacy.TaskPushConfig
-		if err := json.Unmarshal(req.Params, &c); err != nil {
-			rep.Error(jsonrpc.InvalidParams(err.Error()))
+		if err := pushParams(req.Params, &c); err != nil {
+			rep.Error(err)
 			return
 		}
 		v, err := pc.SetV03(in.Ctx, principal, &c)
@@ -141,6 +143,33 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 		}
 		pushAnswer(rep, nil, pc.DeleteV03(in.Ctx, principal, taskID, p.ConfigID))
 	}
+}
+
+// pushParams decodes the params of a push-config call into v, refused in
+// the client's words as the other calls' params are: required, an object,
+// each member of its JSON type. They were refused with encoding/json's
+// error, "unexpected end of JSON input" for none, and for an array or a
+// member of another type one naming Go's types ("cannot unmarshal array
+// into Go value of type struct { ID string ...").
+func pushParams(params json.RawMessage, v any) *jsonrpc.Error {
+	params = bytes.TrimSpace(params)
+	switch {
+	case len(params) == 0 || string(params) == "null":
+		return jsonrpc.InvalidParams("params are required")
+	case params[0] != '{':
+		return jsonrpc.InvalidParams("params must be an object")
+	}
+	err := json.Unmarshal(params, v)
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te) && te.Field != "":
+		return jsonrpc.InvalidParams(fmt.Sprintf("params: %s: cannot be a JSON %s", te.Field, te.Value))
+	case errors.As(err, &te):
+		return jsonrpc.InvalidParams("params: cannot be a JSON " + te.Value)
+	}
+	return jsonrpc.InvalidParams("params: " + err.Error())
 }
 
 // HideSecretsV03 blanks in c what a principal other than its task's
