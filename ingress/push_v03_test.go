@@ -147,6 +147,26 @@ func TestPushV03SetWithoutIDIsTheTasks(t *testing.T) {
 	}
 }
 
+// TestPushV03GetWithoutIDOfOwnIDs: a get naming only the task, whose
+// configs were all set with ids of their own (none has the task's), is
+// the task's first config, as a2a-python answers it; it was -32001 "not
+// found" for a task that has configs. A task without any stays -32001.
+func TestPushV03GetWithoutIDOfOwnIDs(t *testing.T) {
+	ctx, alice, r, task := v03PushTask(t, 30*time.Second, func(*pushtest.Receiver) *a2a03.MessageSendParams {
+		return &a2a03.MessageSendParams{Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "v03 get without id"})}
+	})
+	if _, err := alice.GetTaskPushConfig(ctx, &a2a03.GetTaskPushConfigParams{TaskID: task.ID}); err == nil {
+		t.Fatal("get naming only a task without configs: no error, want not found")
+	}
+	if _, err := alice.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: task.ID, Config: a2a03.PushConfig{ID: "own", URL: r.URL + "/own"}}); err != nil {
+		t.Fatalf("set: %v", err)
+	}
+	got, err := alice.GetTaskPushConfig(ctx, &a2a03.GetTaskPushConfigParams{TaskID: task.ID})
+	if err != nil || got.Config.ID != "own" || got.Config.URL != r.URL+"/own" {
+		t.Fatalf("get naming only the task, its one config set with id \"own\": %+v, %v; want that config", got, err)
+	}
+}
+
 // TestPushV03InlineEachTurnIsOneConfig: a v0.3 client that sends
 // its configuration.pushNotificationConfig (no id) with each message of a
 // task, as v0.3 clients do, registers one webhook: the v0.3 reference

@@ -124,6 +124,14 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 			id = taskID // v0.3: a config set without id has the task's
 		}
 		v, err := pc.GetV03(in.Ctx, principal, taskID, id)
+		if je := (*jsonrpc.Error)(nil); p.ConfigID == "" && errors.As(err, &je) && je.Code == jsonrpc.CodeA2ATaskNotFound {
+			// None has the task's id (every config was set with one of
+			// its own): the task's first, as a2a-python answers, rather
+			// than "not found" for a task that has configs.
+			if all, lerr := pc.ListV03(in.Ctx, principal, taskID); lerr == nil && len(all) > 0 {
+				v, err = all[0], nil
+			}
+		}
 		if err == nil && !PushSecretsShown(nin, t) {
 			HideSecretsV03(v)
 		}
