@@ -27,6 +27,12 @@ const Path = "/a2e"
 // MaxLines bounds the messages of one POST /a2e body.
 const MaxLines = 64
 
+// Error codes of the front door's own refusals (E2A's words for them).
+const (
+	codeBodyTooLarge = "body_too_large"
+	codeReadError    = "read_error"
+)
+
 // Routes are the HTTP routes of the front door over h, for the registry:
 // POST /a2e.
 func Routes(h host.Host) []host.Route {
@@ -45,7 +51,9 @@ func Routes(h host.Host) []host.Route {
 // line, not retryable, nothing published). A malformed line gets an
 // error line naming it ("line N: …", detail line, 1-based, blank lines
 // counted) and the others still run; a body that is not valid UTF-8 is
-// refused whole (400, parse_error), so is a body holding a workflow
+// refused whole (400, parse_error), so is a body over the host's limit
+// (413, body_too_large, not retryable; 400 read_error, retryable, for a
+// body that cannot be read), so is a body holding a workflow
 // (a2e.workflow.execute) larger than the workflow executor takes,
 // measured as the worker measures it, whatever the body's size (413,
 // body_too_large, not retryable, in the REST API's words; it was published,
@@ -158,8 +166,17 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	var body bytes.Buffer
 	if _, err := body.ReadFrom(r.Body); err != nil {
-		refuse(w, host.Refusal{Status: http.StatusRequestEntityTooLarge, Code: normalizer.A2ECodeInvalidRequest,
-			Message: "body exceeds " + strconv.FormatInt(maxBody, 10) + " bytes"})
+		// Over the limit: body_too_large, as the door's other 413s (a
+		// message over the server's max_payload, a workflow too large)
+		// and E2A's; any other read error is not the body's size.
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			refuse(w, host.Refusal{Status: http.StatusRequestEntityTooLarge, Code: codeBodyTooLarge,
+				Message: "body exceeds " + strconv.FormatInt(maxBody, 10) + " bytes"})
+		} else {
+			refuse(w, host.Refusal{Status: http.StatusBadRequest, Code: codeReadError,
+				Message: "could not read the request body", Retryable: true})
+		}
 		return
 	}
 	if !utf8.Valid(body.Bytes()) {
@@ -290,7 +307,7 @@ func (d *frontDoor) workflowTooLarge(r *http.Request, c host.Caller, body []byte
 		if reqID == "" {
 			reqID = res.Envelope.MessageID
 		}
-		return ofCapability(NewError(reqID, "body_too_large", workflow.TooLargeMessage(len(text)), false, map[string]any{
+		return ofCapability(NewError(reqID, codeBodyTooLarge, workflow.TooLargeMessage(len(text)), false, map[string]any{
 			"http_status": http.StatusRequestEntityTooLarge, "limit": workflow.MaxWorkflowBytes, "workflow_bytes": len(text)}),
 			res.Envelope.Method), true
 	}
@@ -387,7 +404,7 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 		lw.line(ofCapability(NewError(reqID, "conflict", "the request id (Idempotency-Key) is already in use; choose another", false, nil), env.Method))
 		return r.Context().Err() == nil
 	case errors.Is(err, host.ErrTooLarge):
-		lw.line(ofCapability(NewError(reqID, "body_too_large", egress.ClientMessage(err), false, map[string]any{"http_status": http.StatusRequestEntityTooLarge}), env.Method))
+		lw.line(ofCapability(NewError(reqID, codeBodyTooLarge, egress.ClientMessage(err), false, map[string]any{"http_status": http.StatusRequestEntityTooLarge}), env.Method))
 		return r.Context().Err() == nil
 	case err != nil:
 		lw.line(ofCapability(NewError(reqID, "unavailable", "the pipeline could not accept the request; retry later", true, nil), env.Method))

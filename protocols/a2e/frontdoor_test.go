@@ -3,10 +3,12 @@ package a2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/normalizer"
@@ -228,5 +230,29 @@ func TestFinalFrameMessageIDs(t *testing.T) {
 		if ids[0][1] != ids[1][1] {
 			t.Errorf("%s: final message id not deterministic: %s, %s", c.name, ids[0][1], ids[1][1])
 		}
+	}
+}
+
+// TestFrontDoorBodyOverLimit: a body over the host's limit is refused 413
+// body_too_large, not retryable, nothing published, as the door's other
+// 413s (a message over max_payload, a workflow too large) and E2A's; it
+// was invalid_request. A body that cannot be read (the client's
+// connection broke) is a 400 read_error, retryable: it was answered 413
+// "body exceeds", whatever its size.
+func TestFrontDoorBodyOverLimit(t *testing.T) {
+	h := &fakeHost{BodyLimit: 64}
+	rec, msgs := post(t, h, `{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r-1","text":"`+strings.Repeat("x", 64)+`"}`)
+	if rec.Code != http.StatusRequestEntityTooLarge || len(msgs) != 1 || msgs[0].Code != "body_too_large" ||
+		msgs[0].Retryable == nil || *msgs[0].Retryable || len(h.Published()) != 0 {
+		t.Errorf("body over the limit: %d %s", rec.Code, rec.Body)
+	}
+	h = &fakeHost{}
+	req := httptest.NewRequest(http.MethodPost, a2e.Path, io.MultiReader(strings.NewReader(`{"a2e":"1.0",`), iotest.ErrReader(io.ErrUnexpectedEOF)))
+	rec = httptest.NewRecorder()
+	a2e.NewHandler(h).ServeHTTP(rec, req)
+	var m a2e.Message
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || rec.Code != http.StatusBadRequest || m.Code != "read_error" ||
+		m.Retryable == nil || !*m.Retryable || len(h.Published()) != 0 {
+		t.Errorf("body that cannot be read: %d %s", rec.Code, rec.Body)
 	}
 }
