@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/render"
@@ -42,19 +43,8 @@ func TestFrontDoorErrorCarriesCapability(t *testing.T) {
 // ping naming the call). It was an empty line, which a client decoding
 // every line as an A2E message cannot parse.
 func TestHeartbeatIsAMessage(t *testing.T) {
-	rec := httptest.NewRecorder()
-	o := render.NewOutput(rec, 0)
-	r := a2e.NewRenderer(o, a2e.Params{ReqID: "r-1", ReqType: "tool/call/req"})
-	if err := r.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Heartbeat(); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range bytes.SplitAfter(rec.Body.Bytes(), []byte("\n")) {
+	body := renderSteps(t, "r-1", func(r render.Renderer) error { return r.Heartbeat() })
+	for i, l := range bytes.SplitAfter(body, []byte("\n")) {
 		if len(l) == 0 {
 			continue // after the last line feed
 		}
@@ -106,4 +96,50 @@ func TestFrontDoorErrorCapabilityAsRenderer(t *testing.T) {
 	if msgs[0].CapabilityName != rendered.CapabilityName || rendered.CapabilityName != "frobnicate" {
 		t.Errorf("capability_name: front door %q, renderer %q, want both %q", msgs[0].CapabilityName, rendered.CapabilityName, "frobnicate")
 	}
+}
+
+// TestLinesNotFromFramesHaveTheirOwnIDs: A2EMessage.id is generated per
+// message (a2e-message-protocol.md). The heartbeat's ping and the
+// end-of-stream error had ids derived from the call's req_id (and the
+// ping's count, the error's code), a correlation id the client chooses
+// and may give two calls: both calls' pings, and their timeout errors,
+// had the same ids, and a client dropping a message id it has seen lost
+// the second call's error.
+func TestLinesNotFromFramesHaveTheirOwnIDs(t *testing.T) {
+	seen := map[string]string{}
+	for call := range 2 {
+		body := renderSteps(t, "1", render.Renderer.Heartbeat, func(r render.Renderer) error { return r.End(egress.ErrWaitTimeout) })
+		for _, l := range bytes.Split(bytes.TrimSpace(body), []byte("\n")) {
+			var m a2e.Message
+			if err := json.Unmarshal(l, &m); err != nil {
+				t.Fatalf("%v: %s", err, l)
+			}
+			name := fmt.Sprintf("call %d's %s", call+1, m.Type)
+			if other, ok := seen[m.ID]; ok {
+				t.Errorf("%s has the id of %s: %s", name, other, m.ID)
+			}
+			seen[m.ID] = name
+		}
+	}
+}
+
+// renderSteps runs the renderer of a tool/call/req answering reqID:
+// Start, then each step, and returns what it wrote.
+func renderSteps(t *testing.T, reqID string, steps ...func(render.Renderer) error) []byte {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	o := render.NewOutput(rec, 0)
+	r := a2e.NewRenderer(o, a2e.Params{ReqID: reqID, ReqType: "tool/call/req"})
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range steps {
+		if err := step(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Body.Bytes()
 }

@@ -28,6 +28,13 @@ const (
 // fix it.
 var now = time.Now
 
+// newID makes the id of a message not taken from a frame (the front
+// door's own lines, heartbeats, the renderer's end-of-stream errors): a
+// UUIDv7 without dashes, new for every message (A2EMessage.id is
+// generated per message), never derived from the client's req_id, which
+// calls may share. Tests fix it.
+var newID = func() string { return strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", "") }
+
 // Message is an A2E NDJSON message: the base fields of A2EMessage and the
 // members of invoke/event, error and responses.
 type Message struct {
@@ -81,8 +88,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 // (a UUIDv7 without dashes) and the time now.
 func NewMessage(typ, reqID string) Message {
 	t := now()
-	return Message{A2E: Version, Version: Version, ID: strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", ""),
-		Type: typ, TS: float64(t.UnixMicro()) / 1e6, ReqID: reqID}
+	return Message{A2E: Version, Version: Version, ID: newID(), Type: typ, TS: float64(t.UnixMicro()) / 1e6, ReqID: reqID}
 }
 
 // NewError returns an error line answering reqID ("" when the message had

@@ -2,7 +2,6 @@ package a2e
 
 import (
 	"encoding/json"
-	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -75,9 +74,8 @@ var _ render.Renderer = (*renderer)(nil)
 // request's type with the result, or error {code, message, detail,
 // retryable, capability_name}. A heartbeat is a ping line.
 type renderer struct {
-	o     *render.Output
-	p     Params
-	pings int // heartbeats written (each ping's id)
+	o *render.Output
+	p Params
 }
 
 // NewRenderer returns the A2E NDJSON renderer of the request p describes.
@@ -210,12 +208,10 @@ func (r *renderer) Frame(f *render.Frame) error {
 // Heartbeat writes a ping naming the call (req_id): every NDJSON line is
 // an A2E message (the spec's wire format; an empty line, as this was, is
 // not JSON to a client decoding each line). A client need not answer it.
+// Its id is its own (NewMessage): it was derived from the req_id and a
+// count, so that the pings of two calls sharing a req_id had the same ids.
 func (r *renderer) Heartbeat() error {
-	r.pings++
-	m := NewMessage("ping", r.p.ReqID)
-	id := uuid.NewSHA1(uuid.NameSpaceOID, []byte(r.p.ReqID+"\x00ping\x00"+strconv.Itoa(r.pings)))
-	m.ID = strings.ReplaceAll(id.String(), "-", "")
-	return render.WriteLineJSON(r.o, m)
+	return render.WriteLineJSON(r.o, NewMessage("ping", r.p.ReqID))
 }
 
 func (r *renderer) End(err error) error {
@@ -223,11 +219,9 @@ func (r *renderer) End(err error) error {
 		return nil
 	}
 	st, code := egress.Classify(err)
-	retry := st == 503 || st == 504
-	id := uuid.NewSHA1(uuid.NameSpaceOID, []byte(r.p.ReqID+"\x00"+code))
-	m := Message{A2E: Version, ID: strings.ReplaceAll(id.String(), "-", ""), Type: ErrorType, Version: Version,
-		TS: float64(now().UnixMicro()) / 1e6, ReqID: r.p.ReqID,
-		Code: code, Message: egress.ClientMessage(err), Retryable: &retry, CapabilityName: r.p.capability()}
+	// (its own id, as a heartbeat's: not the req_id's, which calls may share)
+	m := NewError(r.p.ReqID, code, egress.ClientMessage(err), st == 503 || st == 504, nil)
+	m.CapabilityName = r.p.capability()
 	if !r.o.Started() {
 		r.o.Header().Set("Content-Type", "application/x-ndjson")
 		r.o.WriteHeader(st)
