@@ -155,7 +155,8 @@ var a2eBaseFields = map[string]bool{"a2e": true, "version": true, "type": true, 
 //     "a2e" or "version" field, "1.0" when absent), a2e_model and a2e_known;
 //   - Op from the registry: base types are OpLocal; a plugin type's own Op
 //     (OpSubmit by default); an unknown type is a generic message, OpSubmit,
-//     never an error. is_stream for OpSubmit (results stream as
+//     never an error, but for a "…/resp" one (a response sent by the
+//     client), OpLocal. is_stream for OpSubmit (results stream as
 //     invoke/event before the response).
 //
 // Errors (Error.ReqID set to req_id, else id, either only when it passes
@@ -233,7 +234,14 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 		return fail(ErrInvalidRequest, "ts must be epoch seconds")
 	}
 	t, known := n.registry.Lookup(typ)
-	if !known {
+	switch {
+	case !known && strings.HasSuffix(typ, "/resp"):
+		// A response (tool/call/resp, …) sent by the client: the answer
+		// of a request of the other side, which no pool is to run (run,
+		// it was answered "tool/call/resp/resp"); nothing to answer, as
+		// a handshake/resp.
+		t = A2EType{Type: typ, Model: A2EGenericModel, Op: OpLocal}
+	case !known:
 		t = A2EType{Type: typ, Model: A2EGenericModel, Op: OpSubmit}
 	}
 	for _, f := range t.Required {

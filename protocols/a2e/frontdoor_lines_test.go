@@ -68,6 +68,20 @@ func TestPongOnlyBodyIsNotEmpty(t *testing.T) {
 	}
 }
 
+// TestClientResponseNotRun: a response a client sends (tool/call/resp,
+// the spec's second example line) answers no request of the door: it is
+// not published, and nothing answers it, as a handshake/resp. It was
+// published as a new request, run by the pool and answered
+// "tool/call/resp/resp".
+func TestClientResponseNotRun(t *testing.T) {
+	h := &fakeHost{}
+	_, msgs := post(t, h, `{"a2e":"1.0","id":"r1","type":"tool/call/resp","req_id":"c1","result":{"ok":true}}`+"\n"+
+		`{"a2e":"1.0","id":"p1","type":"ping"}`+"\n")
+	if pub := h.Published(); len(pub) != 0 || len(msgs) != 1 || msgs[0].Type != "pong" {
+		t.Fatalf("a client's tool/call/resp then a ping: published %d, answered %+v; want nothing published, the pong alone", len(pub), msgs)
+	}
+}
+
 // TestFrontDoorErrorCapabilityAsRenderer: the front door's error line for
 // a message of a one-segment type names the capability as the renderer's
 // error lines do (the type itself); it named none, so the two answers of
