@@ -80,6 +80,21 @@ func NewRegistry() *Registry {
 	return r
 }
 
+// typeOf is the registered type typ (known), else a generic message: OpSubmit,
+// but for a response (tool/call/resp, …: a type ending in "/resp") sent
+// by the client, the answer of a request of the other side, which no pool
+// is to run (run, it was answered "tool/call/resp/resp"): OpLocal,
+// nothing to answer, as a handshake/resp.
+func (r *Registry) typeOf(typ string) (t A2EType, known bool) {
+	if t, known := r.Lookup(typ); known {
+		return t, true
+	}
+	if strings.HasSuffix(typ, "/resp") {
+		return A2EType{Type: typ, Model: A2EGenericModel, Op: OpLocal}, false
+	}
+	return A2EType{Type: typ, Model: A2EGenericModel, Op: OpSubmit}, false
+}
+
 // Register adds plugin types (e.g. {Type: "tool/call/req", Model:
 // "ToolCallRequest", Required: []string{"req_id", "name"}}). A type
 // already registered (base types included) is refused with
@@ -233,17 +248,7 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 	if err != nil {
 		return fail(ErrInvalidRequest, "ts must be epoch seconds")
 	}
-	t, known := n.registry.Lookup(typ)
-	switch {
-	case !known && strings.HasSuffix(typ, "/resp"):
-		// A response (tool/call/resp, …) sent by the client: the answer
-		// of a request of the other side, which no pool is to run (run,
-		// it was answered "tool/call/resp/resp"); nothing to answer, as
-		// a handshake/resp.
-		t = A2EType{Type: typ, Model: A2EGenericModel, Op: OpLocal}
-	case !known:
-		t = A2EType{Type: typ, Model: A2EGenericModel, Op: OpSubmit}
-	}
+	t, known := n.registry.typeOf(typ)
 	for _, f := range t.Required {
 		if v, has := m[f]; !has || v == nil {
 			return fail(ErrInvalidParams, "%s requires field %s", echo(typ), f)
