@@ -106,7 +106,7 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	fs.StringVar(&source, "source", "auto", "auto (hot streams, then E2A_AUDIT, then E2A_ARCHIVE), hot, or audit (E2A_AUDIT, then E2A_ARCHIVE)")
 	fs.IntVar(&q.Limit, "limit", 1000, "at most this many requests found by filters (0: no limit); ids given are all read unless it is set")
 	fs.BoolVar(&q.NoFrames, "no-frames", false, "print envelopes and summaries only (frames are still checked)")
-	fs.IntVar(&partitions, "partitions", 0, "E2A_AUDIT partitions (default: read from the stream)")
+	fs.IntVar(&partitions, "partitions", 0, "E2A_AUDIT partitions, 1..1024 (default: read from the stream)")
 	if err := parseFlagsAnywhere(fs, args, -1); err != nil {
 		return err
 	}
@@ -124,10 +124,15 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	}
 	defer nc.Close()
 	var opts []audit.Option
-	if partitions > 0 {
+	if flagSet(fs, "partitions") {
+		// Given, it is used or refused (1..1024): 0 or a negative one
+		// read the stream's count without a word.
 		opts = append(opts, audit.WithAuditPartitions(partitions))
 	}
 	a, err := audit.New(nc, opts...)
+	if errors.Is(err, audit.ErrInvalidOption) {
+		return fmt.Errorf("%w: --partitions: %w", errArgs, err) // a bad argument, not a read failure
+	}
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,9 @@ import (
 // exit 1, which says a request breaks an invariant: a script tells a typo
 // from a broken request. No selection at all, an unknown --source, a
 // negative --limit, --until before --since, a --pool that is no pool name,
-// and an id over 1024 bytes all pass the flags and fail Query.Validate.
+// and an id over 1024 bytes all pass the flags and fail Query.Validate;
+// a --partitions out of 1..1024 is refused too (0 and negative ones read
+// the stream's count without a word, 1025 failed as a read, exit 1).
 func TestReplayBadQueryExitCode(t *testing.T) {
 	cfg, _ := auditEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -26,6 +28,9 @@ func TestReplayBadQueryExitCode(t *testing.T) {
 		{"--since", "1h", "--until", "2h", "--pool", "demo"},
 		{"--pool", "a.b"},
 		{strings.Repeat("x", 1025)},
+		{"--partitions", "0", "req-1"},
+		{"--partitions", "-1", "req-1"},
+		{"--partitions", "1025", "req-1"},
 	} {
 		var out, errOut bytes.Buffer
 		err := runReplay(ctx, cfg, args, &out, &errOut)
