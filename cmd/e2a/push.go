@@ -27,7 +27,8 @@ work; e2a dev and e2a serve run it too unless E2A_PUSH is api or off), with /met
 /readyz.
 dead lists the task updates given up on (NDJSON, no credentials); redeliver posts them again to their
 webhooks, each config's in order, and takes a config whose updates all went out out of dead-letter mode.
-Without --principal both act on every principal's updates.`,
+Without --principal both act on every principal's updates (--task and --config need it; --principal ""
+is the anonymous principal).`,
 	env: fmt.Sprintf(natsEnv, "required") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_PUSH                  e2a dev and e2a serve: "on" (default) serve the push config methods and run the stage;
@@ -186,6 +187,9 @@ func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 	default:
 		return usageError(fs, fmt.Sprintf("unknown action %q", action))
 	}
+	if err := checkDeadFlags(fs, action, *limit); err != nil {
+		return err
+	}
 	if cfg.NatsURL == "" {
 		return errors.New("push " + action + " needs E2A_NATS_URL")
 	}
@@ -222,6 +226,26 @@ func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 	}
 	if rep.Kept > 0 {
 		return errors.New("some updates are still dead-lettered")
+	}
+	return nil
+}
+
+// checkDeadFlags refuses, as bad arguments (exit 2) before connecting,
+// the filters and limit push dead and redeliver cannot take: a --task
+// without --principal (it selected the anonymous principal's task, where
+// the help nests it in --principal and says that without --principal
+// every principal's updates are acted on: under auth, redeliver posted
+// nothing and exited 0), a --config without --task, and a --limit out of
+// 1..10000 (refused by push.ListDead only after connecting, exit 1).
+// --principal "" names the anonymous principal.
+func checkDeadFlags(fs *flag.FlagSet, action string, limit int) error {
+	switch {
+	case flagSet(fs, "task") && !flagSet(fs, "principal"):
+		return usageError(fs, "--task goes with --principal (--principal \"\" for the anonymous principal)")
+	case flagSet(fs, "config") && !flagSet(fs, "task"):
+		return usageError(fs, "--config goes with --task")
+	case action == "dead" && (limit < 1 || limit > 10000):
+		return usageError(fs, fmt.Sprintf("--limit %d: want 1..10000", limit))
 	}
 	return nil
 }

@@ -170,3 +170,39 @@ func verifySignatures(t *testing.T, jwksURL string, n int, get func(i int) (stri
 		}
 	}
 }
+
+// TestPushDeadBadArguments: filters and limits push dead and redeliver
+// cannot take are bad arguments (exit 2), said before connecting. A --task
+// without --principal selected the anonymous principal's task, exit 0
+// (under auth, redeliver posted nothing: "delivered 0"), where the help
+// nests --task in --principal and says that without --principal every
+// principal's updates are acted on; a --config without --task and a
+// --limit out of 1..10000 were refused by the push package after
+// connecting, exit 1. --principal "" still names the anonymous principal.
+func TestPushDeadBadArguments(t *testing.T) {
+	cfg, _ := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, args := range [][]string{
+		{"dead", "--task", "t1"},
+		{"redeliver", "--task", "t1"},
+		{"redeliver", "--config", "c1"},
+		{"dead", "--principal", "alice", "--config", "c1"},
+		{"dead", "--limit", "0"},
+		{"dead", "--limit", "10001"},
+		{"--limit", "-1", "dead"},
+	} {
+		if code := exitCode(runPush(ctx, cfg, args, io.Discard), io.Discard); code != exitUsage {
+			t.Errorf("e2a push %q: exit %d, want %d (bad arguments)", args, code, exitUsage)
+		}
+	}
+	for _, args := range [][]string{
+		{"dead", "--principal", "", "--task", "t1"},
+		{"redeliver", "--principal", "alice", "--task", "t1", "--config", "c1"},
+		{"dead", "--limit", "10000"},
+	} {
+		if err := runPush(ctx, cfg, args, io.Discard); err != nil {
+			t.Errorf("e2a push %q: %v, want exit 0", args, err)
+		}
+	}
+}
