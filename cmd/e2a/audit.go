@@ -57,12 +57,30 @@ func (f timeFlag) Set(v string) error {
 // refuses a value that does not parse: the library would take it for its
 // default, which the flag's help does not say.
 func checkPositive(fs *flag.FlagSet, stderr io.Writer, names ...string) error {
+	return checkDurations(fs, stderr, false, names...)
+}
+
+// checkNotNegative is checkPositive for duration flags whose 0 means off
+// or a default (the help says which): a negative one is refused.
+func checkNotNegative(fs *flag.FlagSet, stderr io.Writer, names ...string) error {
+	return checkDurations(fs, stderr, true, names...)
+}
+
+// checkDurations refuses a duration flag of fs below 0, or at 0 unless
+// zero.
+func checkDurations(fs *flag.FlagSet, stderr io.Writer, zero bool, names ...string) error {
 	for _, name := range names {
-		if d := fs.Lookup(name).Value.(flag.Getter).Get().(time.Duration); d <= 0 {
-			fmt.Fprintf(stderr, "e2a %s: --%s %v: must be > 0\n\n", fs.Name(), name, d)
-			printHelp(stderr, fs)
-			return errFlags
+		d := fs.Lookup(name).Value.(flag.Getter).Get().(time.Duration)
+		if d > 0 || zero && d == 0 {
+			continue
 		}
+		want := "must be > 0"
+		if zero {
+			want = "must not be negative"
+		}
+		fmt.Fprintf(stderr, "e2a %s: --%s %v: %s\n\n", fs.Name(), name, d, want)
+		printHelp(stderr, fs)
+		return errFlags
 	}
 	return nil
 }

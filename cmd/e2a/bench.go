@@ -95,6 +95,14 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
+	// The bench package takes a value out of range for its default (or,
+	// --duration, for no soak): refused as any bad flag.
+	if err := checkPositive(fs, os.Stderr, "timeout", "interval"); err != nil {
+		return err
+	}
+	if err := checkNotNegative(fs, os.Stderr, "duration", "delay", "retention", "ack-wait"); err != nil {
+		return err
+	}
 	if err := m.apply(&c); err != nil {
 		return err
 	}

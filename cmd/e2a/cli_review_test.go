@@ -104,6 +104,29 @@ func TestTailNegativePoll(t *testing.T) {
 	}
 }
 
+// TestBenchBadDurations: e2a bench took a duration flag out of range for
+// the bench package's default without a word: --duration -1s ran the
+// whole in-process bench instead of a soak, --timeout 0 and --interval 0
+// ran with 1m and 10s. Each is a bad flag (exit 2), said before anything
+// starts (the context given is already cancelled).
+func TestBenchBadDurations(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{
+		{"--duration", "-1s", "--rate", "1"},
+		{"--timeout", "0"},
+		{"--timeout", "-1s"},
+		{"--duration", "1s", "--rate", "1", "--interval", "0"},
+		{"--delay", "-1ms"},
+		{"--duration", "1s", "--rate", "1", "--retention", "-1h"},
+		{"--recovery", "--ack-wait", "-1s"},
+	} {
+		if err := runBench(ctx, Config{}, args); !errors.Is(err, errFlags) {
+			t.Errorf("e2a bench %q: %v (exit %d), want a bad flag (exit 2)", args, err, exitCode(err, io.Discard))
+		}
+	}
+}
+
 // TestUpstreamBadValuesNameVariable: a refused E2A_UPSTREAM_* value
 // stopped `e2a agent` (exit 1) with the bridge's option error ("connect
 // timeout -1s must be > 0", "retry 3, -5ms..10s (want …)") that named no
