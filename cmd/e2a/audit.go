@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -228,6 +229,9 @@ func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 	if err := checkPositive(fs, stderr, "timeout", "wait"); err != nil {
 		return err
 	}
+	if err := checkPublishFlags(fs, o); err != nil {
+		return err
+	}
 	in := stdin
 	if fs.NArg() == 1 && fs.Arg(0) != "-" {
 		f, err := os.Open(fs.Arg(0))
@@ -273,6 +277,34 @@ func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 	}
 	if violations {
 		return errViolations
+	}
+	return nil
+}
+
+// checkPublishFlags refuses, as bad arguments (exit 2) before connecting,
+// what publish would refuse only after connecting (a --pool or
+// --request-id that is none, exit 1) or drop without a word: a
+// --traceparent that is no W3C traceparent and its --tracestate, a
+// --tracestate without --traceparent or outside the W3C limits (each door
+// drops them, e2a.CleanTrace; here the operator typed them).
+func checkPublishFlags(fs *flag.FlagSet, o audit.PublishOptions) error {
+	if o.Pool != "" {
+		if err := subjects.ValidatePool(o.Pool); err != nil {
+			return usageError(fs, fmt.Sprintf("--pool: %v", err))
+		}
+	}
+	if o.RequestID != "" {
+		if err := subjects.ValidateRequestID(o.RequestID); err != nil {
+			return usageError(fs, fmt.Sprintf("--request-id: %v", err))
+		}
+	}
+	switch {
+	case o.Traceparent != "" && !e2a.ValidTraceparent(o.Traceparent):
+		return usageError(fs, fmt.Sprintf("--traceparent %q is no W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)", o.Traceparent))
+	case o.Tracestate != "" && o.Traceparent == "":
+		return usageError(fs, "--tracestate goes with --traceparent")
+	case o.Tracestate != "" && e2a.CleanTracestate(o.Tracestate) != o.Tracestate:
+		return usageError(fs, fmt.Sprintf("--tracestate %q is no W3C tracestate (key=value,…, within its limits)", o.Tracestate))
 	}
 	return nil
 }

@@ -109,3 +109,34 @@ func TestReplayFlagsAfterIDs(t *testing.T) {
 		t.Errorf("e2a replay id --nope: exit %d, want %d (an unknown flag)", code, exitUsage)
 	}
 }
+
+// TestPublishBadFlags: e2a publish's flags that can name nothing are bad
+// arguments (exit 2), and nothing is published. A --traceparent that is no
+// W3C traceparent, a --tracestate without it or beyond the W3C grammar
+// were dropped without a word (the request published untraced, exit 0);
+// a --pool or --request-id that is none was refused after connecting as a
+// failure (exit 1).
+func TestPublishBadFlags(t *testing.T) {
+	cfg, _ := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, args := range [][]string{
+		{"--traceparent", "garbage"},
+		{"--traceparent", strings.ToUpper(tp)},
+		{"--tracestate", "a=b"},
+		{"--traceparent", tp, "--tracestate", "no equals sign"},
+		{"--pool", "a.b"},
+		{"--request-id", "x\x01y"},
+	} {
+		var out bytes.Buffer
+		err := runPublish(ctx, cfg, args, strings.NewReader(`{"params":{"text":"x"}}`), &out, io.Discard)
+		if code := exitCode(err, io.Discard); code != exitUsage || out.Len() != 0 {
+			t.Errorf("e2a publish %q: exit %d (%v), output %q; want %d (bad arguments), nothing published", args, code, err, out.String(), exitUsage)
+		}
+	}
+	var out bytes.Buffer
+	if err := runPublish(ctx, cfg, []string{"--traceparent", tp, "--tracestate", "a=b"}, strings.NewReader(`{"params":{"text":"x"}}`), &out, io.Discard); err != nil {
+		t.Errorf("a valid trace context: %v", err)
+	}
+}
