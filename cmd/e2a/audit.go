@@ -42,6 +42,10 @@ func (f timeFlag) String() string {
 
 func (f timeFlag) Set(v string) error {
 	if d, err := time.ParseDuration(v); err == nil {
+		if d < 0 {
+			// "-2h ago" is two hours ahead: nothing is stored yet.
+			return fmt.Errorf("%q: a duration ago is not negative (e.g. 2h)", v)
+		}
 		*f.t = time.Now().Add(-d)
 		return nil
 	}

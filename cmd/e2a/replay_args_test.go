@@ -16,7 +16,9 @@ import (
 // negative --limit, --until before --since, a --pool that is no pool name,
 // and an id over 1024 bytes all pass the flags and fail Query.Validate;
 // a --partitions out of 1..1024 is refused too (0 and negative ones read
-// the stream's count without a word, 1025 failed as a read, exit 1).
+// the stream's count without a word, 1025 failed as a read, exit 1), an
+// empty id (no request has one) and a negative duration ago ("--since
+// -2h", two hours ahead) were read and not found, exit 3.
 func TestReplayBadQueryExitCode(t *testing.T) {
 	cfg, _ := auditEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -31,6 +33,10 @@ func TestReplayBadQueryExitCode(t *testing.T) {
 		{"--partitions", "0", "req-1"},
 		{"--partitions", "-1", "req-1"},
 		{"--partitions", "1025", "req-1"},
+		{""},
+		{"--request", "", "req-1"},
+		{"--since", "-2h", "--pool", "demo"},
+		{"--until", "-1h", "--pool", "demo"},
 	} {
 		var out, errOut bytes.Buffer
 		err := runReplay(ctx, cfg, args, &out, &errOut)

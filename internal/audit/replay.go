@@ -91,6 +91,10 @@ func (q *Query) Validate() error {
 			return fmt.Errorf("%w: give request ids or task/context/session filters, not both", ErrQuery)
 		}
 		for _, id := range q.RequestIDs {
+			if id == "" {
+				// No request has one (subjects.ValidateRequestID).
+				return fmt.Errorf("%w: an empty request id", ErrQuery)
+			}
 			if err := subjects.ValidateID(id); err != nil {
 				return fmt.Errorf("%w: %v", ErrQuery, err)
 			}

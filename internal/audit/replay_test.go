@@ -205,6 +205,7 @@ func TestReplayQueryErrors(t *testing.T) {
 		{Pool: "bad.pool"},
 		{Since: time.Now(), Until: time.Now().Add(-time.Hour)},
 		{RequestIDs: []string{strings.Repeat("x", 2000)}},
+		{RequestIDs: []string{""}},
 	} {
 		if _, err := a.Replay(testCtx(t), q, func(audit.Record) error { return nil }); !errors.Is(err, audit.ErrQuery) {
 			t.Errorf("Replay(%+v) = %v, want ErrQuery", q, err)
