@@ -330,6 +330,11 @@ func TestVault(t *testing.T) {
 	if code, _, errOut := runBin(t, nil, "vault", "nuke"); code != 2 || !strings.Contains(errOut, "Usage: e2a vault") {
 		t.Errorf("vault nuke: %d %s", code, errOut)
 	}
+	// An empty credential id sealed a value the vault never takes (a
+	// credential without id), exit 0.
+	if code, out, errOut := runBin(t, []string{"E2A_WORKFLOW_VAULT_KEYS=" + key}, "vault", "seal", ""); code != 2 || out != "" {
+		t.Errorf("vault seal '': exit %d, stdout %q, stderr %s; want 2 and nothing sealed", code, out, errOut)
+	}
 }
 
 // TestReplayNotFoundExit: `e2a replay` of an id that does not exist exits

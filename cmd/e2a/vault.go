@@ -31,6 +31,10 @@ func runVault(_ context.Context, _ Config, args []string, in io.Reader, out io.W
 		}
 		_, err := fmt.Fprintln(out, base64.StdEncoding.EncodeToString(k))
 		return err
+	case fs.Arg(0) == "seal" && fs.NArg() == 2 && fs.Arg(1) == "":
+		// The id is the seal's additional data, and the vault takes no
+		// credential without one: such a value could never be used.
+		return bad("seal: an empty credential id")
 	case (fs.Arg(0) == "seal" || fs.Arg(0) == "rotate") && fs.NArg() == 2:
 	case fs.NArg() == 0:
 		return bad("missing action")
