@@ -133,6 +133,11 @@ func TestConfigPoolFlagChecked(t *testing.T) {
 		// A valid name with no built-in agent and no upstream: exit 1
 		// once NATS and the listener had started.
 		{[]string{"agent", "--pool", "travel"}, "no built-in agent"},
+		// An upstream flag given empty (`--http "$URL"`, URL unset) ran
+		// without the agent asked for: the demo agent, exit 0.
+		{[]string{"agent", "--pool", "demo", "--http", ""}, "--http is given empty"},
+		{[]string{"dev", "--a2a", ""}, "--a2a is given empty"},
+		{[]string{"acp", "--http", ""}, "--http is given empty"},
 	} {
 		code, _, errOut := runBin(t, env, c.args...)
 		if code != exitUsage || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "Usage: e2a "+c.args[0]) {

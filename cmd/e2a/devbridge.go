@@ -63,6 +63,9 @@ func (f *devBridgeFlags) upstream(fs *flag.FlagSet, cfg Config) (*UpstreamConfig
 // upstream's own refusals are usage errors, said with the help before
 // anything starts.
 func flagUpstream(fs *flag.FlagSet, bf bridgeFlags, cfg Config, needing ...string) (*UpstreamConfig, error) {
+	if err := emptyUpstreamFlag(fs); err != nil {
+		return nil, err
+	}
 	if bf.a2a == "" && bf.openai == "" && bf.http == "" {
 		var alone []string
 		fs.Visit(func(fl *flag.Flag) {
@@ -157,4 +160,18 @@ func ownAddress(raw string, addr net.Addr) bool {
 		}
 	}
 	return false
+}
+
+// emptyUpstreamFlag refuses --a2a, --openai, --http or --model given
+// empty (`--http "$URL"` with URL unset): an empty value reads as the flag
+// not given, and the command ran without the agent asked for (e2a dev and
+// e2a acp with the demo agent, e2a agent --pool demo the built-in one, or
+// the E2A_UPSTREAM_* upstream), exit 0.
+func emptyUpstreamFlag(fs *flag.FlagSet) error {
+	for _, name := range []string{"a2a", "openai", "http", "model"} {
+		if flagSet(fs, name) && fs.Lookup(name).Value.String() == "" {
+			return usageError(fs, fmt.Sprintf("--%s is given empty (an unset variable?): give its value, or leave the flag out", name))
+		}
+	}
+	return nil
 }

@@ -136,6 +136,9 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	if workerID == "" {
 		workerID = uuid.NewString()
 	}
+	if err := emptyUpstreamFlag(fs); err != nil {
+		return err
+	}
 	up, err := bf.upstream(cfg.Upstream)
 	if err != nil && !errors.Is(err, errNoUpstream) {
 		return usageError(fs, err.Error())
