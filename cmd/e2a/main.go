@@ -361,6 +361,13 @@ func configFree(args []string) bool {
 	return slices.ContainsFunc(args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" })
 }
 
+// setFlags lists the flags given on the command line ("--name").
+func setFlags(fs *flag.FlagSet) []string {
+	var set []string
+	fs.Visit(func(f *flag.Flag) { set = append(set, "--"+f.Name) })
+	return set
+}
+
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -182,6 +183,10 @@ func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 	f.All = f.Principal == "" && f.TaskID == "" && f.ConfigID == ""
 	switch action {
 	case "":
+		if set := setFlags(fs); len(set) > 0 {
+			// The stage takes none: they were dropped without a word.
+			return usageError(fs, fmt.Sprintf("%s: only with dead or redeliver", strings.Join(set, ", ")))
+		}
 		return runPushStage(ctx, cfg)
 	case "dead", "redeliver":
 	default:
@@ -246,6 +251,8 @@ func checkDeadFlags(fs *flag.FlagSet, action string, limit int) error {
 		return usageError(fs, "--config goes with --task")
 	case action == "dead" && (limit < 1 || limit > 10000):
 		return usageError(fs, fmt.Sprintf("--limit %d: want 1..10000", limit))
+	case action == "redeliver" && flagSet(fs, "limit"):
+		return usageError(fs, "--limit: only with dead (redeliver posts every update selected)")
 	}
 	return nil
 }

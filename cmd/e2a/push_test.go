@@ -178,9 +178,12 @@ func verifySignatures(t *testing.T, jwksURL string, n int, get func(i int) (stri
 // nests --task in --principal and says that without --principal every
 // principal's updates are acted on; a --config without --task and a
 // --limit out of 1..10000 were refused by the push package after
-// connecting, exit 1. --principal "" still names the anonymous principal.
+// connecting, exit 1; --limit with redeliver and the filters with the
+// stage (no action) were dropped without a word. --principal "" still
+// names the anonymous principal.
 func TestPushDeadBadArguments(t *testing.T) {
 	cfg, _ := auditEnv(t)
+	cfg.HTTPAddr = "127.0.0.1:0" // the stage's, were it started
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, args := range [][]string{
@@ -191,6 +194,8 @@ func TestPushDeadBadArguments(t *testing.T) {
 		{"dead", "--limit", "0"},
 		{"dead", "--limit", "10001"},
 		{"--limit", "-1", "dead"},
+		{"redeliver", "--limit", "5"},
+		{"--principal", "alice"},
 	} {
 		if code := exitCode(runPush(ctx, cfg, args, io.Discard), io.Discard); code != exitUsage {
 			t.Errorf("e2a push %q: exit %d, want %d (bad arguments)", args, code, exitUsage)
