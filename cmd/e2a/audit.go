@@ -177,6 +177,9 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	return nil
 }
 
+// minTailPoll is the shortest --poll of e2a tail.
+const minTailPoll = 10 * time.Millisecond
+
 // runTail is `e2a tail`.
 func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tail", flag.ContinueOnError)
@@ -186,12 +189,17 @@ func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.W
 	fs.StringVar(&o.ContextID, "context", "", "only requests of this context_id")
 	fs.StringVar(&o.SessionID, "session", "", "only requests of this session_id")
 	fs.Var(timeFlag{&o.Since}, "since", "start with the requests stored since: RFC 3339 time or a duration ago")
-	fs.DurationVar(&o.PollInterval, "poll", 200*time.Millisecond, "how often new requests are read")
+	fs.DurationVar(&o.PollInterval, "poll", 200*time.Millisecond, "how often new requests are read (at least 10ms)")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
 	if err := checkPositive(fs, stderr, "poll"); err != nil {
 		return err
+	}
+	if o.PollInterval < minTailPoll {
+		// --poll 1ns read the streams without a pause: a core of CPU
+		// and as many requests to the servers.
+		return usageError(fs, fmt.Sprintf("--poll %v: at least %v", o.PollInterval, minTailPoll))
 	}
 	if o.Pool != "" {
 		// A bad argument (exit 2) as for replay, not a read failure.

@@ -86,7 +86,9 @@ func TestAgentConcurrencyRefusedBeforeStart(t *testing.T) {
 // TestTailNegativePoll: `e2a tail --poll -1s` was accepted and silently
 // polled every 200ms (audit.Tail's default), exiting 0 when interrupted,
 // where a bad flag value is exit 2 with the command's help (as `e2a replay
-// --since yesterday` or `e2a agent --ack-wait 100ms`).
+// --since yesterday` or `e2a agent --ack-wait 100ms`); --poll 1ns read
+// the streams without a pause (a core of CPU, as many requests to the
+// servers): at least 10ms.
 func TestTailNegativePoll(t *testing.T) {
 	_, nc := natstest.RunServer(t)
 	cfg, err := LoadConfig()
@@ -94,7 +96,7 @@ func TestTailNegativePoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.NatsURL = nc.ConnectedUrl()
-	for _, v := range []string{"-1s"} {
+	for _, v := range []string{"-1s", "1ns", "9ms"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		err := runTail(ctx, cfg, []string{"--poll", v}, io.Discard, io.Discard)
 		cancel()
