@@ -140,8 +140,8 @@ func (c *Config) fill() error {
 		}
 	}
 	for _, r := range c.Rates {
-		if r <= 0 || r > 1e6 {
-			return fmt.Errorf("bench: rate %v requests/s not in (0, 1e6]", r)
+		if r <= 0 || r > maxRate {
+			return fmt.Errorf("bench: rate %v requests/s not in (0, %g]", r, maxRate)
 		}
 	}
 	if !slices.Contains(c.Sweep, 0.5) {
@@ -648,3 +648,8 @@ func startProfiles(cfg Config, cpuSplit bool) (stop func() (cpuProfile []byte, e
 		return prof, errors.Join(errs...)
 	}, nil
 }
+
+// maxRate bounds an open-loop rate (requests/s, --rates and the soak's
+// --rate): an interval's requests are allocated up front, and --rate 1e12
+// crashed the process (runtime: out of memory).
+const maxRate = 1e6

@@ -155,6 +155,9 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 	if sc.Rate <= 0 || sc.Duration <= 0 {
 		return nil, fmt.Errorf("bench: soak needs --duration and --rate")
 	}
+	if sc.Rate > maxRate {
+		return nil, fmt.Errorf("bench: soak --rate %v requests/s not in (0, %g]", sc.Rate, maxRate)
+	}
 	var dir string // the embedded server's store; none for a server of its own
 	if sc.NATSURL == "" {
 		d, err := os.MkdirTemp("", "e2a-soak")

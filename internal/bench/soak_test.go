@@ -279,3 +279,14 @@ func TestClientRefusalCountsOnce(t *testing.T) {
 		t.Errorf("failed %d, errors %v; want 20 × %s", ph.Failed, ph.Errors, want)
 	}
 }
+
+// TestRunSoakRateBound: a soak's rate is bounded as --rates' is, (0, 1e6]
+// requests/s, refused before the pipeline starts: an interval's requests
+// are allocated up front, and `e2a bench --duration 1s --rate 1e12`
+// crashed the process (fatal error: runtime: out of memory).
+func TestRunSoakRateBound(t *testing.T) {
+	_, err := RunSoak(context.Background(), SoakConfig{Duration: time.Second, Interval: time.Second, Rate: 1e12, Protocol: ProtoE2ASSE})
+	if err == nil || !strings.Contains(err.Error(), "--rate") {
+		t.Fatalf("RunSoak at 1e12 requests/s: %v, want the rate refused", err)
+	}
+}
