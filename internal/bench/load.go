@@ -105,8 +105,16 @@ type collector struct {
 }
 
 func newCollector(n int, keepIDs bool) *collector {
+	// Room for n, up to maxPrealloc: the rest grows with the requests
+	// made. An open-loop phase's n is its rate × seconds, and --rates 1000
+	// --sweep-seconds 1e12 (or a soak's --interval of hours at a high
+	// rate) crashed the process up front (runtime: out of memory).
+	n = min(n, maxPrealloc)
 	return &collector{ttff: make([]time.Duration, 0, n), e2e: make([]time.Duration, 0, n), errs: map[string]int{}, keep: keepIDs}
 }
+
+// maxPrealloc bounds the results a collector makes room for at once.
+const maxPrealloc = 1 << 20
 
 func (c *collector) add(id string, r result) {
 	c.mu.Lock()

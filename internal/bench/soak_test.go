@@ -290,3 +290,15 @@ func TestRunSoakRateBound(t *testing.T) {
 		t.Fatalf("RunSoak at 1e12 requests/s: %v, want the rate refused", err)
 	}
 }
+
+// TestCollectorPreallocBound: a collector makes room for at most
+// maxPrealloc results up front, the rest growing with the requests made:
+// an open-loop phase's size is its rate × seconds, and `e2a bench --rates
+// 1000 --sweep-seconds 1e12` crashed the process (fatal error: runtime:
+// out of memory) before its first request.
+func TestCollectorPreallocBound(t *testing.T) {
+	c := newCollector(1<<50, false)
+	if cap(c.ttff) > maxPrealloc || cap(c.e2e) > maxPrealloc {
+		t.Fatalf("room for %d and %d results, want at most %d", cap(c.ttff), cap(c.e2e), maxPrealloc)
+	}
+}
