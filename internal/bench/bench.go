@@ -134,6 +134,10 @@ func (c *Config) fill() error {
 	if c.Delay < 0 || c.Warmup < 0 || c.ReplayOpens < 0 || c.BaselineMsgs < 0 || c.WarmMemoryMiB < 0 {
 		return errors.New("bench: negative delay, warmup, replay opens, baseline or warm memory")
 	}
+	// 0 is their default below; a negative one was taken for it.
+	if c.SweepSeconds < 0 || c.BaselineBytes < 0 || c.AgentConcurrency < 0 {
+		return errors.New("bench: negative sweep seconds, baseline bytes or agent concurrency")
+	}
 	for _, f := range c.Sweep {
 		if f <= 0 || f > 2 {
 			return fmt.Errorf("bench: sweep load %v not in (0, 2]", f)

@@ -126,7 +126,8 @@ func TestRunSmall(t *testing.T) {
 }
 
 // TestConfigRejectsBadLoads: sweep fractions and fixed rates outside their
-// ranges are refused before anything starts.
+// ranges, and negative sweep seconds, baseline bytes or agent concurrency,
+// are refused before anything starts.
 func TestConfigRejectsBadLoads(t *testing.T) {
 	for name, set := range map[string]func(*Config){
 		"sweep 0":   func(c *Config) { c.Sweep = []float64{0} },
@@ -135,6 +136,10 @@ func TestConfigRejectsBadLoads(t *testing.T) {
 		"rate -5":   func(c *Config) { c.Rates = []float64{-5} },
 		"rate 2e6":  func(c *Config) { c.Rates = []float64{2e6} },
 		"rate okay": func(c *Config) { c.Rates = []float64{100, 1154} },
+		// Taken for their defaults without a word.
+		"sweep seconds -1":     func(c *Config) { c.SweepSeconds = -1 },
+		"baseline bytes -1":    func(c *Config) { c.BaselineBytes = -1 },
+		"agent concurrency -1": func(c *Config) { c.AgentConcurrency = -1 },
 	} {
 		c := DefaultConfig()
 		set(&c)
