@@ -410,6 +410,21 @@ func (c Config) checkConn() error {
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return fmt.Errorf("config: E2A_NATS_TLS_CERT and E2A_NATS_TLS_KEY go together")
 	}
+	if c.NatsURL == "" {
+		return nil // an embedded server's connection reads none of the files
+	}
+	// A file that cannot be read is named by its variable: nats.go said
+	// "nats: open /etc/nats/user.creds: no such file or directory" when
+	// connecting, naming no variable.
+	for _, f := range []struct{ name, path string }{{"E2A_NATS_CREDS", c.CredsFile}, {"E2A_NATS_NKEY", c.NKeySeedFile},
+		{"E2A_NATS_TLS_CA", c.TLSCA}, {"E2A_NATS_TLS_CERT", c.TLSCert}, {"E2A_NATS_TLS_KEY", c.TLSKey}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("config: %s: %w", f.name, err)
+		}
+	}
 	return nil
 }
 

@@ -29,7 +29,8 @@ import (
 // E2A_LOG_FORMAT as "obs: log level …", and E2A_LOG_FORMAT set but empty
 // was taken as json while an empty E2A_LOG_LEVEL was refused; the NATS connection's settings only
 // when connecting, as "negative reconnect setting", "password without
-// user", "TLS certificate and key go together".
+// user", "TLS certificate and key go together", a credentials, nkey or
+// TLS file missing as nats.go's "open /c.creds: no such file or directory".
 func TestConfigRefusedNamingVariable(t *testing.T) {
 	for _, c := range []struct {
 		env  []string
@@ -54,6 +55,11 @@ func TestConfigRefusedNamingVariable(t *testing.T) {
 		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_PASSWORD=hunter2-secret"}, "E2A_NATS_USER"},
 		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_TLS_CERT=/etc/tls.crt"}, "E2A_NATS_TLS_KEY"},
 		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_USER=u", "E2A_NATS_CREDS=/c.creds"}, "E2A_NATS_CREDS"},
+		// A file missing: nats.go's "open /c.creds: no such file or
+		// directory" when connecting named no variable.
+		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_CREDS=/c.creds"}, "E2A_NATS_CREDS"},
+		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_NKEY=/user.nk"}, "E2A_NATS_NKEY"},
+		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_TLS_CA=/ca.pem"}, "E2A_NATS_TLS_CA"},
 	} {
 		t.Run(strings.Join(c.env, ","), func(t *testing.T) {
 			for _, kv := range c.env {
@@ -71,7 +77,8 @@ func TestConfigRefusedNamingVariable(t *testing.T) {
 	}
 	// The values these checks must keep accepting.
 	for _, kv := range []string{"E2A_NATS_PORT=0", "E2A_NATS_PORT=65535", "E2A_HTTP_ADDR=:8080", "E2A_LOG_LEVEL=DEBUG",
-		"E2A_LOG_FORMAT=text", "E2A_DEFAULT_POOL=tools_v2", "E2A_NATS_RECONNECT_WAIT=0"} {
+		"E2A_LOG_FORMAT=text", "E2A_DEFAULT_POOL=tools_v2", "E2A_NATS_RECONNECT_WAIT=0",
+		"E2A_NATS_CREDS=/c.creds"} { // without E2A_NATS_URL: not read
 		k, v, _ := strings.Cut(kv, "=")
 		t.Run("ok "+kv, func(t *testing.T) {
 			t.Setenv(k, v)
