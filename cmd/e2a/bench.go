@@ -104,7 +104,8 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 		return err
 	}
 	if err := m.apply(&c); err != nil {
-		return err
+		// A list that does not parse, flags no mode takes together.
+		return fmt.Errorf("%w: %w", errArgs, err)
 	}
 	switch {
 	case *m.recovery:

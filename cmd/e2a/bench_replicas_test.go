@@ -133,8 +133,8 @@ func TestBenchRefusesModeCombinations(t *testing.T) {
 	} {
 		code, out, errOut := runBin(t, nil, c.args...)
 		mode := c.args[1]
-		if code != 1 || out != "" || !strings.Contains(errOut, mode) || !strings.Contains(errOut, c.flag) {
-			t.Errorf("e2a %s: exit %d, stdout %.200q, stderr %q; want exit 1 naming %s and %s", strings.Join(c.args, " "), code, out, errOut, mode, c.flag)
+		if code != 2 || out != "" || !strings.Contains(errOut, mode) || !strings.Contains(errOut, c.flag) {
+			t.Errorf("e2a %s: exit %d, stdout %.200q, stderr %q; want exit 2 (bad arguments) naming %s and %s", strings.Join(c.args, " "), code, out, errOut, mode, c.flag)
 		}
 	}
 	if _, err := os.Stat(chart); !os.IsNotExist(err) {

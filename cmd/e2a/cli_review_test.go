@@ -110,7 +110,8 @@ func TestTailNegativePoll(t *testing.T) {
 // the bench package's default without a word: --duration -1s ran the
 // whole in-process bench instead of a soak, --timeout 0 and --interval 0
 // ran with 1m and 10s. Each is a bad flag (exit 2), said before anything
-// starts (the context given is already cancelled).
+// starts (the context given is already cancelled), as are a --sweep that
+// does not parse and flags no mode takes together (they exited 1).
 func TestBenchBadDurations(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -122,8 +123,13 @@ func TestBenchBadDurations(t *testing.T) {
 		{"--delay", "-1ms"},
 		{"--duration", "1s", "--rate", "1", "--retention", "-1h"},
 		{"--recovery", "--ack-wait", "-1s"},
+		// Refused as failures (exit 1): a list that does not parse, flags
+		// no mode takes together.
+		{"--sweep", "a"},
+		{"--kill", "worker"},
+		{"--peer", "a2a-go", "--duration", "1s"},
 	} {
-		if err := runBench(ctx, Config{}, args); !errors.Is(err, errFlags) {
+		if err := runBench(ctx, Config{}, args); exitCode(err, io.Discard) != exitUsage {
 			t.Errorf("e2a bench %q: %v (exit %d), want a bad flag (exit 2)", args, err, exitCode(err, io.Discard))
 		}
 	}

@@ -130,21 +130,22 @@ func TestCLIHelp(t *testing.T) {
 			t.Errorf("e2a %v: exit %d, stdout %q, stderr:\n%s", c.args, code, out, errOut)
 		}
 	}
-	if code, _, errOut := runBin(t, env, "bench", "--warm-mib", "8", "--duration", "1s", "--rate", "10"); code != 1 || !strings.Contains(errOut, "--warm-mib applies to") {
+	// Flags no mode takes together are bad arguments (exit 2).
+	if code, _, errOut := runBin(t, env, "bench", "--warm-mib", "8", "--duration", "1s", "--rate", "10"); code != 2 || !strings.Contains(errOut, "--warm-mib applies to") {
 		t.Errorf("e2a bench --warm-mib --duration: exit %d, %s", code, errOut)
 	}
-	if code, _, errOut := runBin(t, env, "bench", "--nats", "nats://127.0.0.1:1"); code != 1 || !strings.Contains(errOut, "--nats goes with --target") {
+	if code, _, errOut := runBin(t, env, "bench", "--nats", "nats://127.0.0.1:1"); code != 2 || !strings.Contains(errOut, "--nats goes with --target") {
 		t.Errorf("e2a bench --nats alone: exit %d, %s", code, errOut)
 	}
-	if code, _, errOut := runBin(t, env, "bench", "--trace", filepath.Join(t.TempDir(), "t.out"), "--peer", "a2a-go"); code != 1 || !strings.Contains(errOut, "--trace traces the half-load phase") {
+	if code, _, errOut := runBin(t, env, "bench", "--trace", filepath.Join(t.TempDir(), "t.out"), "--peer", "a2a-go"); code != 2 || !strings.Contains(errOut, "--trace traces the half-load phase") {
 		t.Errorf("e2a bench --trace --peer: exit %d, %s", code, errOut)
 	}
 	for _, args := range [][]string{{"bench", "--workers", "2"}, {"bench", "--ack-wait", "2s"}} {
-		if code, _, errOut := runBin(t, env, args...); code != 1 || !strings.Contains(errOut, "apply to --recovery") {
+		if code, _, errOut := runBin(t, env, args...); code != 2 || !strings.Contains(errOut, "apply to --recovery") {
 			t.Errorf("e2a %v: exit %d, %s", args, code, errOut)
 		}
 	}
-	if code, _, errOut := runBin(t, env, "bench", "--recovery", "--target", "http://127.0.0.1:1"); code != 1 || !strings.Contains(errOut, "--recovery runs a pipeline of its own") {
+	if code, _, errOut := runBin(t, env, "bench", "--recovery", "--target", "http://127.0.0.1:1"); code != 2 || !strings.Contains(errOut, "--recovery runs a pipeline of its own") {
 		t.Errorf("e2a bench --recovery --target: exit %d, %s", code, errOut)
 	}
 	if code, _, errOut := runBin(t, env, "nope"); code != 2 || !strings.Contains(errOut, "e2a dev") {
