@@ -337,7 +337,7 @@ request breaks an invariant (or the streams cannot be read), 2 bad arguments (no
 		about: `Follows live traffic until interrupted: new requests (read from E2A_REQUESTS) and their frames
 (e2a.live.>), as NDJSON, each request closed by a summary with its invariant checks when its final
 frame arrives. Exit status: 0 when interrupted, 1 when the streams cannot be read (it rides out a NATS
-outage) or the output cannot be written, 2 bad arguments (an invalid pool).`,
+outage) or the output cannot be written, 2 bad arguments (an invalid pool, flag or value).`,
 		env: fmt.Sprintf(natsEnv, "required (the audit user in production)")}
 	publishHelp = commandHelp{usage: "e2a publish [flags] [FILE|-]",
 		about: `Publishes E2A envelopes (or legacy AgentRequests) read from FILE or stdin (one JSON object, or several
