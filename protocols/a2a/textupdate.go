@@ -34,7 +34,7 @@ func ReadTextUpdate(m *a2amap.Mapper, f *render.Frame) (u TextUpdate, ok bool) {
 	if !ok {
 		return u, false
 	}
-	id, appendTo, llm := m.TextArtifact(&e2a.Response{ResponseID: c.ResponseID, RequestID: c.RequestID,
+	id, appendTo, llm := m.TextArtifact(&e2a.Response{ResponseID: c.ResponseID, RequestID: c.RequestID, Sequence: f.Sequence(),
 		TaskID: c.TaskID, ContextID: c.ContextID}, c.LLMResponseID)
 	return TextUpdate{ArtifactID: string(id), Append: appendTo, LLMResponseID: llm,
 		TaskID: m.TaskID(), ContextID: m.ContextID(), Text: c.Text}, true

@@ -692,8 +692,16 @@ type Mapper struct {
 	taskID    a2a.TaskID
 	contextID string
 	requestID string
-	resumed   bool
-	seen      map[a2a.ArtifactID]bool
+	// resumed: the stream resumes at sequence from, after frames the
+	// client has, so that an artifact the mapper has not seen may be one
+	// the client has: its updates append. Once the mapper was given every
+	// frame before from, in order (primed: the frames a render.Primer
+	// gets, up to next), it knows which artifacts the client has (seen),
+	// and resumed is cleared: an artifact that starts after the resume
+	// point starts without append, as in the stream the client resumes.
+	resumed    bool
+	from, next int64
+	seen       map[a2a.ArtifactID]bool
 	// hidden, in a stream's mapper, is what its client does not get
 	// (HiddenPart): an artifact counts as seen (its next update appends)
 	// once the client got a part of it. An OpenAI model's reasoning opens
@@ -724,7 +732,7 @@ type Mapper struct {
 // 0: a resumed stream, whose artifacts are appended to); the task and
 // context ids default to the frames'.
 func newMapper(p Params, from int64) *Mapper {
-	return &Mapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, seen: map[a2a.ArtifactID]bool{}, warned: new(bool),
+	return &Mapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, from: from, seen: map[a2a.ArtifactID]bool{}, warned: new(bool),
 		taskStream: p.Continued || p.Resubscribe || from > 0}
 }
 
@@ -827,6 +835,7 @@ func (m *Mapper) Final(ev *a2a.TaskStatusUpdateEvent) bool {
 // instead of Events.
 func (m *Mapper) TextArtifact(r *e2a.Response, llm string) (id a2a.ArtifactID, appendTo bool, metaLLM string) {
 	m.bind(r)
+	defer m.primed(r)
 	if llm != "" {
 		id = a2a.ArtifactID(llm)
 	} else {
@@ -836,6 +845,17 @@ func (m *Mapper) TextArtifact(r *e2a.Response, llm string) (id a2a.ArtifactID, a
 	appendTo = m.seen[id] || m.resumed
 	m.seen[id], m.content, m.taskStream = true, true, true
 	return id, appendTo, llm
+}
+
+// primed notes that r was mapped: while a resumed stream's mapper is
+// given the frames before its resume point, the next one in order, and
+// with the last of them it knows what the client has (resumed cleared). A
+// gap (a frame aged out, or one that did not decode) keeps it resumed.
+func (m *Mapper) primed(r *e2a.Response) {
+	if m.resumed && r.Sequence == m.next && r.Sequence < m.from {
+		m.next++
+		m.resumed = m.next < m.from
+	}
 }
 
 func (m *Mapper) bind(r *e2a.Response) {
@@ -938,6 +958,7 @@ func (m *Mapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
 // stream.
 func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	m.bind(r)
+	defer m.primed(r)
 	m.finals = m.finals[:0]
 	// Past its first frame a stream is its task's (taskStream).
 	defer func() { m.taskStream = true }()
