@@ -10,8 +10,9 @@ import (
 
 // HiddenPart returns what the client of p must not get (nil: every part is
 // sent): DataParts unless its output modes admit JSON, the trpc
-// interaction spec's parts (thought text, function_call and
-// function_response data) unless it declared the extension. Package a2a's
+// interaction spec's parts (thought text, function_call,
+// function_response, executable_code and code_execution_result data)
+// unless it declared the extension. Package a2a's
 // event filters drop them; a stream mapper (NewStreamMapper) starts an
 // artifact with the first update its client gets of it.
 func HiddenPart(p Params) func(*a2a.Part) bool {
@@ -46,14 +47,18 @@ func isData(p *a2a.Part) bool {
 }
 
 // isInteraction reports a part only trpc interaction-spec clients get: a
-// thought text part, a function_call or function_response data part.
+// thought text part, a function_call, function_response, executable_code
+// or code_execution_result data part (the spec's execution trace, which
+// A2A leaves out of its scope).
 func isInteraction(p *a2a.Part) bool {
 	switch p.Content.(type) {
 	case a2a.Text:
 		return p.Metadata[MetaThought] == true
 	case a2a.Data:
-		typ, _ := p.Metadata[MetaPartType].(string)
-		return typ == e2a.ToolFunctionCall || typ == e2a.ToolFunctionResponse
+		switch typ, _ := p.Metadata[MetaPartType].(string); typ {
+		case e2a.ToolFunctionCall, e2a.ToolFunctionResponse, PartExecutableCode, PartCodeExecutionResult:
+			return true
+		}
 	}
 	return false
 }
