@@ -16,7 +16,8 @@ import (
 // TestA2AV1StreamGolden pins the A2A v1.0 wire of a stream: each
 // scenario's frames mapped to events after the Task the stream begins
 // with (the mapper every A2A answer uses,
-// with the trpc interaction extension declared and without), A2A v1.0
+// with the trpc interaction extension declared and without: the events
+// its client gets, FilterEvents, as the bindings filter them), A2A v1.0
 // events written as the /a2a/v1 bindings send them, one
 // StreamResponse per line (the result member of each JSON-RPC response, the
 // data of each HTTP+JSON event): no kind discriminators, TASK_STATE_* enums, parts as
@@ -57,7 +58,7 @@ func TestA2AV1StreamGolden(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					for _, ev := range evs {
+					for _, ev := range FilterEvents(p, evs) { // what its client gets
 						write(ev)
 					}
 				}
