@@ -34,7 +34,7 @@ type PassThrough interface{ PassThrough() bool }
 // them on its way to the resume point), and writes nothing of them (the
 // client has them). An A2A stream's mapper learns from them what the client has
 // seen, so that the final frame's result, sent as the answer by a stream
-// that saw no content, is not sent again to a client that has the
+// that saw no text, is not sent again to a client that has the
 // streamed text. An error from Prime ends the stream as Frame's does.
 type Primer interface{ Prime(f *Frame) error }
 

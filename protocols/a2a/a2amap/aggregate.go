@@ -30,7 +30,7 @@ type aggMsg struct {
 	label                 label
 	textMeta, thoughtMeta map[string]any
 	// art, when set, is the id of that artifact (the result of a request
-	// that streamed no content: Mapper.artifactID, as its stream names it).
+	// that streamed no text: Mapper.artifactID, as its stream names it).
 	art a2a.ArtifactID
 }
 
@@ -244,10 +244,20 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 	return nil
 }
 
+// hasContent reports a content message with the answer's text (not its
+// reasoning alone: Mapper.Events' content), which a final result repeats.
 func (a *Aggregator) hasContent() bool {
 	for _, m := range a.msgs {
-		if m.group == "content" {
+		if m.group != "content" {
+			continue
+		}
+		if m.texts {
 			return true
+		}
+		for _, p := range m.msg.Parts {
+			if _, thought := thoughtText(p); !thought {
+				return true
+			}
 		}
 	}
 	return false

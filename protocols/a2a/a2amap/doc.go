@@ -29,7 +29,7 @@
 //     llm_response_id → artifactId, then the final status-update
 //     (completed, failed, canceled): streamed content gets no closing
 //     artifact-update (one without parts is invalid, and without append it
-//     would replace the artifact); a result streamed as no chunk is one
+//     would replace the artifact); a result streamed as no text chunk is one
 //     artifact-update with lastChunk=true. a2a.* frames pass
 //     through (proto-style snake_case is accepted, [NativeEvent], read
 //     into v1.0 by the SDK's conversion), an

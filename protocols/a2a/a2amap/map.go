@@ -950,7 +950,7 @@ func (m *Mapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
 // Events maps the next frame r to the A2A events a stream carries for
 // it: a content chunk's artifact-update, an a2a.* frame's own event, and
 // after a final frame the status-update, preceded by the result's
-// artifact-update when the request streamed no content (unless its own
+// artifact-update when the request streamed no text (unless its own
 // event closes the stream). An a2a.* frame whose body is not the A2A
 // object it names has no event of its own: it is skipped, or, final, ends
 // the stream failed ([UnreadableFinal]); it is logged once per mapper,
@@ -981,7 +981,10 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 				Append:   m.seen[id] || m.resumed,
 				Metadata: p.meta(llm)})
 			m.seen[id] = m.seen[id] || m.shown(p.parts)
-			m.content = true
+			// Only the answer's text is the content the final result
+			// repeats: after reasoning, tool calls or data alone the
+			// result is still the answer (finalEvents), as in the task.
+			m.content = m.content || answerText(p)
 		}
 	} else {
 		ev, final, err := nativeV1(r)
@@ -1011,6 +1014,10 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	return m.finalEvents(r, evs, o), nil
 }
 
+// answerText reports a piece of the answer's text (a text chunk, not
+// reasoning): the content an e2a.complete result repeats.
+func answerText(p piece) bool { return p.group == "content" && !p.thought }
+
 // finalEvents appends to evs, the events of final frame r (outcome o),
 // those that end the stream.
 func (m *Mapper) finalEvents(r *e2a.Response, evs []a2a.Event, o Outcome) []a2a.Event {
@@ -1026,8 +1033,9 @@ func (m *Mapper) finalEvents(r *e2a.Response, evs []a2a.Event, o Outcome) []a2a.
 	if o.State != a2a.TaskStateCompleted {
 		return append(evs, m.finalUpdate(o.State, ts, m.failureMessage(r, o)))
 	}
-	// The result of a request that streamed no content is its one
-	// artifact, sent whole (lastChunk). Streamed content is not closed by
+	// The result of a request that streamed no text (content: reasoning,
+	// tool calls and data are not its answer) is its one artifact, sent
+	// whole (lastChunk). Streamed content is not closed by
 	// an artifact-update of its own: one without parts is invalid
 	// (a2a.proto: parts REQUIRED, at least one), and without append it
 	// would replace the artifact; the completed status ends every
