@@ -97,6 +97,10 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"archive", "-h"}, []string{"Usage: e2a archive", "E2A_ARCHIVE_BATCH_BYTES", "E2A_ARCHIVE_FLUSH_INTERVAL", "E2A_NATS_URL"}},
 		{[]string{"dev", "-h"}, []string{"E2A_ARCHIVE ", "in this process (default false)"}},
 		{[]string{"help"}, []string{"e2a dev", "e2a archive", "e2a COMMAND -h"}},
+		// `e2a help COMMAND [ACTION]` is the command's help, as with -h.
+		{[]string{"help", "dev"}, []string{"Usage: e2a dev", "E2A_HTTP_ADDR"}},
+		{[]string{"help", "push", "dead"}, []string{"Usage: e2a push"}},
+		{[]string{"help", "streams", "apply"}, []string{"Usage: e2a streams apply"}},
 	} {
 		code, out, errOut := runBin(t, env, c.args...)
 		if code != 0 || errOut != "" {
@@ -107,7 +111,7 @@ func TestCLIHelp(t *testing.T) {
 				t.Errorf("e2a %v: help lacks %q:\n%s", c.args, w, out)
 			}
 		}
-		if c.args[0] != "help" && strings.Contains(out, "this text") {
+		if (c.args[0] != "help" || len(c.args) > 1) && strings.Contains(out, "this text") {
 			t.Errorf("e2a %v: printed the global usage:\n%s", c.args, out)
 		}
 	}
@@ -148,8 +152,10 @@ func TestCLIHelp(t *testing.T) {
 	if code, _, errOut := runBin(t, env, "bench", "--recovery", "--target", "http://127.0.0.1:1"); code != 2 || !strings.Contains(errOut, "--recovery runs a pipeline of its own") {
 		t.Errorf("e2a bench --recovery --target: exit %d, %s", code, errOut)
 	}
-	if code, _, errOut := runBin(t, env, "nope"); code != 2 || !strings.Contains(errOut, "e2a dev") {
-		t.Errorf("e2a nope: exit %d, %s", code, errOut)
+	for _, args := range [][]string{{"nope"}, {"help", "nope"}, {"help", "--pool"}} {
+		if code, _, errOut := runBin(t, env, args...); code != 2 || !strings.Contains(errOut, "e2a dev") {
+			t.Errorf("e2a %v: exit %d, %s", args, code, errOut)
+		}
 	}
 }
 

@@ -35,10 +35,10 @@ Usage:
   e2a vault key|seal|rotate seal workflow credentials for the encrypted vault (-h for details)
   e2a push [dead|redeliver] run the push notification delivery stage; list or redeliver dead-lettered updates
   e2a archive               run the archiver: E2A_AUDIT compressed into E2A_ARCHIVE (the audit history)
-  e2a help                  this text
+  e2a help [COMMAND]        this text, or a command's help
 
 Configuration comes from E2A_* environment variables (see README); e2a COMMAND -h
-shows a command's flags and the variables it reads.
+(or e2a help COMMAND) shows a command's flags and the variables it reads.
 `
 
 // Exit codes: 0 success (help included), 1 failure, 2 bad arguments, 3
@@ -343,10 +343,25 @@ func run(ctx context.Context, args []string) error {
 	case "archive":
 		return runArchive(ctx, cfg, args[1:])
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			return helpOf(ctx, args[1:])
+		}
 		fmt.Print(usage)
 		return nil
 	}
 	return errUsage
+}
+
+// helpOf is `e2a help COMMAND [ACTION]`: the command's own help, as
+// `e2a COMMAND [ACTION] -h` prints it (exit 0); an unknown command (or a
+// flag) is errUsage.
+func helpOf(ctx context.Context, cmd []string) error {
+	switch cmd[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Print(usage)
+		return nil
+	}
+	return run(ctx, append(slices.Clone(cmd), "-h"))
 }
 
 // configFree reports whether the command args runs needs no
