@@ -238,6 +238,7 @@ func TestAlertRules(t *testing.T) {
 			t.Errorf("%s does not compare with %s %v = %d s: %s", alert, key, age, int64(age.Seconds()), r.Expr)
 		}
 	}
+	checkRetentionAlerts(t, rules)
 	checkArchiveAlerts(t, rules)
 	checkAuthLimitAlerts(t, rules)
 	checkNATSConnAlerts(t, rules)
@@ -253,6 +254,27 @@ func ruleNamed(rules ruleGroups, name string) rule {
 		}
 	}
 	return rule{}
+}
+
+// checkRetentionAlerts: E2AAuditRetentionShort and
+// E2AArchiveRetentionShort say the stream keeps less than its max age
+// because its max bytes are reached first, so they fire only while the
+// stream sits at its byte limit (DiscardOld keeps it within one message of
+// it). Their estimate of the history held (messages ÷ the last hour's
+// arrival rate) alone also fired for a stream kept by its age: one holding
+// its 72 h of messages reads as holding 72 h × (the 72-hour average ÷ the
+// last hour's rate), under 72 h in every hour busier than the average, so
+// both alerts fired every day at the daily peak of any deployment whose
+// traffic is not flat, once the stream had aged out its first messages.
+func checkRetentionAlerts(t *testing.T, rules ruleGroups) {
+	t.Helper()
+	for alert, stream := range map[string]string{"E2AAuditRetentionShort": "E2A_AUDIT", "E2AArchiveRetentionShort": "E2A_ARCHIVE"} {
+		sel := `{stream_name="` + stream + `",is_stream_leader="true"}`
+		checkAlertSpecs(t, rules, alertSpec{alert, "warning", "1h", []string{
+			"and max(nats_stream_first_seq" + sel + ") > 1",
+			"and max(nats_stream_total_bytes" + sel + ") / max(nats_stream_limit_bytes" + sel + " > 0) > 0.99"},
+			[]string{stream + "_MAX_BYTES", stream + "_MAX_AGE"}})
+	}
 }
 
 // checkArchiveAlerts checks what the archiver's alerts say: history lost
