@@ -49,7 +49,7 @@ is the anonymous principal).`,
   E2A_PUSH_SIGNING_KEY      file of an Ed25519 private key (PKCS #8 PEM): every delivery is signed (E2A-Signature,
                             detached JWS); e2a serve and e2a dev serve the public key at /.well-known/jwks.json
   E2A_PUSH_SEAL_KEY         file of a key (base64 of 32 bytes: openssl rand -base64 32) sealing the configs'
-                            tokens and credentials in E2A_PUSH (AES-256-GCM); the same file for e2a serve and
+                            webhook URLs, tokens and credentials in E2A_PUSH (AES-256-GCM); the same file for e2a serve and
                             e2a push. Unset: stored as given (a warning at start)
 ` + memoryLimitEnv}
 
