@@ -85,7 +85,7 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			return
 		}
 		if r.Method == http.MethodPost && !jsonBody(r.Header.Get("Content-Type")) {
-			refuseContentType(w, r, !checkRPC)
+			refuseContentType(w, r, !checkRPC, b.h.MaxBody())
 			return
 		}
 		limit := b.h.MaxBody()
@@ -238,21 +238,29 @@ func writeRefusal(w http.ResponseWriter, id json.RawMessage, f host.Refusal) {
 // keeps id null, as the v0.3 and ACP doors answer (their Peek).
 func refuseRPCRead(r *http.Request, limit int64) host.Refuse {
 	return func(w http.ResponseWriter, f host.Refusal) {
-		var id json.RawMessage
-		if r.Body == nil {
-			refuseRPCTo(w, nil, f)
-			return
-		}
-		if body, err := io.ReadAll(io.LimitReader(r.Body, limit+1)); err == nil && int64(len(body)) <= limit {
-			var head struct {
-				ID json.RawMessage `json:"id"`
-			}
-			if json.Unmarshal(body, &head) == nil && jsonrpc.ValidID(head.ID) && string(head.ID) != "null" {
-				id = head.ID
-			}
-		}
-		refuseRPCTo(w, id, f)
+		refuseRPCTo(w, peekRPCID(r, limit), f)
 	}
+}
+
+// peekRPCID reads r's body (at most limit bytes) for the id of the one
+// call it holds, for an answer refusing the call before it is decoded:
+// nil (null) when there is no body, it is larger, not JSON, a batch, or
+// its id is absent or not a valid one.
+func peekRPCID(r *http.Request, limit int64) json.RawMessage {
+	if r.Body == nil {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil || int64(len(body)) > limit {
+		return nil
+	}
+	var head struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &head) == nil && jsonrpc.ValidID(head.ID) && string(head.ID) != "null" {
+		return head.ID
+	}
+	return nil
 }
 
 // typedDetails is a refusal's detail as A2A v1.0's JSON-RPC binding

@@ -67,11 +67,16 @@ func jsonBody(contentType string) bool {
 
 // refuseContentType answers a request whose body is not JSON by its
 // Content-Type with ContentTypeNotSupportedError: HTTP 415 and the
-// binding's error body (a JSON-RPC error -32005 with id null: the body is
-// not read; the HTTP+JSON binding's google.rpc.Status).
-func refuseContentType(w http.ResponseWriter, r *http.Request, rest bool) {
+// binding's error body (a JSON-RPC error -32005 answering the call's id
+// when the body, within limit, is one call with a valid one, else null;
+// the HTTP+JSON binding's google.rpc.Status).
+func refuseContentType(w http.ResponseWriter, r *http.Request, rest bool, limit int64) {
 	msg := "Content-Type " + jsonrpc.QuoteForMessage(r.Header.Get("Content-Type")) +
 		" is not supported: send the request as application/json"
+	var id json.RawMessage
+	if !rest {
+		id = peekRPCID(r, limit) // before the answer: HTTP/1.x may read no body after
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnsupportedMediaType)
 	info := []*errordetails.Typed{errordetails.NewErrorInfo(a2a.ErrorReason(a2a.ErrUnsupportedContentType), a2a.ProtocolDomain,
@@ -82,7 +87,7 @@ func refuseContentType(w http.ResponseWriter, r *http.Request, rest bool) {
 		_ = json.NewEncoder(w).Encode(out)
 		return
 	}
-	_ = json.NewEncoder(w).Encode(jsonrpc.ErrorResponse(nil, &jsonrpc.Error{Code: -32005, Message: msg, Data: info}))
+	_, _ = w.Write(append(rpcErrorJSON(id, &jsonrpc.Error{Code: -32005, Message: msg, Data: info}), '\n'))
 }
 
 // specHTTPStatus is the HTTP status of an A2A error by its ErrorInfo
