@@ -65,6 +65,9 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 	if protocol == normalizer.ProtocolAgentVault && req.IsNotification() {
 		rep = avNotification{rep}
 	}
+	if protocol == normalizer.ProtocolA2A {
+		echoExtensions(rep, in, req.Method)
+	}
 	if protocol == normalizer.ProtocolA2A && d.serveDirect(rep, in, tc, nin, req) {
 		return
 	}

@@ -82,3 +82,19 @@ func declared(header http.Header, uri string) bool {
 	}
 	return false
 }
+
+// echoExtensions lists in the X-A2A-Extensions header of the answer to an
+// A2A v0.3 call of method the extensions of the card it requested that act
+// on it (v0.3 topics/extensions.md: "the response should include the
+// X-A2A-Extensions header identifying all extensions that were
+// activated"): the trpc interaction spec, on a message or a
+// resubscription. A pool's required extensions are its agent's to
+// activate: the pipeline only checks they were requested.
+func echoExtensions(rep host.Reply, in host.Call, method string) {
+	switch method {
+	case normalizer.A2AMessageSend, normalizer.A2AMessageStream, normalizer.A2ATasksResubscribe:
+		if declared(in.Header, InteractionExtension) {
+			rep.Header().Set("X-A2A-Extensions", InteractionExtension)
+		}
+	}
+}

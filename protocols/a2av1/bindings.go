@@ -103,10 +103,8 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 				return
 			}
 		}
-		if ReplayRequested(r.Header) && (head.Method == methodSubscribeToTask || strings.HasSuffix(r.URL.Path, ":subscribe")) {
-			// The extension the call activates, echoed (A2A §4.6).
-			w.Header().Set(a2a.SvcParamExtensions, ReplayExtension)
-		}
+		// The extensions the call activates, echoed (A2A §3.2.5).
+		echoExtensions(w, r, head, checkRPC)
 		if !checkRPC && !restTenant(w, &r) {
 			return // a path tenant naming another pool (pooltenant.go)
 		}

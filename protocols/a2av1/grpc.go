@@ -196,6 +196,7 @@ func (b *bindings) admitGRPC(ctx context.Context) (context.Context, error) {
 	if f != nil {
 		return nil, gateStatus(*f)
 	}
+	echoGRPCExtensions(ctx, header) // the extensions the call activates (A2A §3.2.5)
 	return withCall(ctx, call{header: header, agent: header.Get(GRPCAgentMetadata),
 		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error), tooMany: new(bool),
 		protoTenant: new(string), nextPageToken: new(string)}), nil

@@ -17,8 +17,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -671,9 +669,6 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	evs := h.h.V1Answers().A2ASubscription(ctx, t, interaction, follow(c.c, t))
 	if !ReplayRequested(c.header) {
 		evs = refuseFinished(evs)
-	} else if c.channel == "grpc" {
-		// The extension the call activates, echoed (A2A §4.6).
-		_ = grpc.SetHeader(ctx, metadata.Pairs(strings.ToLower(a2a.SvcParamExtensions), ReplayExtension))
 	}
 	return v1Events(evs, a2amap.Params{Interaction: interaction}, release)
 }
