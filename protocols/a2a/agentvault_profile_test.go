@@ -118,3 +118,35 @@ func TestAgentVaultHeldAnswerOwnID(t *testing.T) {
 			msgID, avJSON(rest.messages), rest.states)
 	}
 }
+
+// TestAgentVaultFilePartKeepsURLAndFilename: tasks/get shows a file part
+// the user sent with the members it was sent with, url, mediaType and
+// filename (the ones the profile's file part has and the normalizer
+// reads), an inline one with its content (base64) and filename. It showed
+// the url as content only and dropped the filename.
+func TestAgentVaultFilePartKeepsURLAndFilename(t *testing.T) {
+	alice, _ := startAV(t)
+	s := readAV(t, alice.post("tasks/sendSubscribe", `{"message":{"role":"user","parts":[{"type":"text","content":"Paris"},`+
+		`{"type":"file","url":"https://x/y.json","mediaType":"application/json","filename":"y.json"},`+
+		`{"type":"file","content":"e30=","mediaType":"application/json","filename":"z.json"}]}}`, true), nil)
+	if len(s.errors) > 0 || s.taskID == "" {
+		t.Fatalf("stream errors %v, task %q", s.errors, s.taskID)
+	}
+	var task struct {
+		Messages []struct {
+			Role  string           `json:"role"`
+			Parts []map[string]any `json:"parts"`
+		} `json:"messages"`
+	}
+	if code := alice.call("tasks/get", `{"id":"`+s.taskID+`"}`, &task); code != 0 || len(task.Messages) == 0 ||
+		task.Messages[0].Role != "user" || len(task.Messages[0].Parts) != 3 {
+		t.Fatalf("tasks/get: code %d, messages %s; want the user's first with its three parts", code, avJSON(task.Messages))
+	}
+	byURL, inline := task.Messages[0].Parts[1], task.Messages[0].Parts[2]
+	if byURL["url"] != "https://x/y.json" || byURL["mediaType"] != "application/json" || byURL["filename"] != "y.json" {
+		t.Errorf("file part by url %s, want url https://x/y.json, mediaType application/json, filename y.json", avJSON(byURL))
+	}
+	if inline["content"] != "e30=" || inline["filename"] != "z.json" || inline["url"] != nil {
+		t.Errorf("inline file part %s, want content e30= and filename z.json, no url", avJSON(inline))
+	}
+}

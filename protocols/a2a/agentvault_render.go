@@ -42,9 +42,15 @@ const (
 
 // AVPart is an AgentVault message part.
 type AVPart struct {
-	Type     string `json:"type"`
-	Content  any    `json:"content"`
+	Type    string `json:"type"`
+	Content any    `json:"content"`
+	// URL is a file part's url, the member the profile's clients (and
+	// the normalizer) read; Content repeats it for the clients that read
+	// it there.
+	URL      string `json:"url,omitempty"`
 	MimeType string `json:"mediaType,omitempty"`
+	// Filename is a file part's name.
+	Filename string `json:"filename,omitempty"`
 }
 
 // AVMessage is an AgentVault message.
@@ -124,7 +130,9 @@ func avTime(t *time.Time) string {
 }
 
 // avParts translates A2A parts: text → {type: text, content}, data →
-// {type: data, content}, file → {type: file, content: uri or bytes}.
+// {type: data, content}, file → {type: file, url (and content: the uri),
+// or content: the bytes (base64); mediaType, filename}, the members the
+// normalizer reads in a file part.
 func avParts(parts a2a.ContentParts) []AVPart {
 	out := make([]AVPart, 0, len(parts))
 	for _, p := range parts {
@@ -136,9 +144,9 @@ func avParts(parts a2a.ContentParts) []AVPart {
 		case a2a.FilePart:
 			switch f := t.File.(type) {
 			case a2a.FileURI:
-				out = append(out, AVPart{Type: "file", Content: f.URI, MimeType: f.MimeType})
+				out = append(out, AVPart{Type: "file", Content: f.URI, URL: f.URI, MimeType: f.MimeType, Filename: f.Name})
 			case a2a.FileBytes:
-				out = append(out, AVPart{Type: "file", Content: f.Bytes, MimeType: f.MimeType})
+				out = append(out, AVPart{Type: "file", Content: f.Bytes, MimeType: f.MimeType, Filename: f.Name})
 			}
 		}
 	}
