@@ -139,6 +139,7 @@ func normalizeSend(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.Se
 		return nil, sdkError(err)
 	}
 	res.Envelope.Provenance.Details[normalizer.DetailA2AVersion] = normalizer.A2AVersion1
+	keepPartFields(res.Envelope.Params, req.Message.Parts)
 	return res, nil
 }
 

@@ -24,9 +24,7 @@ func ParamParts(env *e2a.Envelope) a2a.ContentParts {
 	}
 	for _, d := range Objects(env.Params["data_parts"]) {
 		if v, ok := d["data"]; ok {
-			p := a2a.NewDataPart(v)
-			p.Metadata, _ = d["metadata"].(map[string]any)
-			parts = append(parts, p)
+			parts = append(parts, paramDataPart(d, v))
 		}
 	}
 	return parts
@@ -68,6 +66,9 @@ func SentParts(env *e2a.Envelope) (parts a2a.ContentParts, ok bool) {
 				if s, isText := texts[0]["text"].(string); isText {
 					meta, _ := texts[0]["_meta"].(map[string]any)
 					p = textPart(s, meta)
+					// A v1.0 text part's (protocols/a2av1 keepPartFields).
+					p.MediaType, _ = texts[0]["mimeType"].(string)
+					p.Filename, _ = texts[0]["name"].(string)
 				}
 				texts = texts[1:]
 			}
@@ -81,8 +82,7 @@ func SentParts(env *e2a.Envelope) (parts a2a.ContentParts, ok bool) {
 		case 'd':
 			if len(data) > 0 {
 				if v, has := data[0]["data"]; has {
-					p = a2a.NewDataPart(v)
-					p.Metadata, _ = data[0]["metadata"].(map[string]any)
+					p = paramDataPart(data[0], v)
 				}
 				data = data[1:]
 			}
@@ -96,6 +96,18 @@ func SentParts(env *e2a.Envelope) (parts a2a.ContentParts, ok bool) {
 		return nil, false
 	}
 	return parts, true
+}
+
+// paramDataPart is the data part v of the params.data_parts element d: its
+// metadata, and a v1.0 data part's mediaType and filename
+// (protocols/a2av1 keepPartFields: mime_type, name, as params.files has
+// them).
+func paramDataPart(d map[string]any, v any) *a2a.Part {
+	p := a2a.NewDataPart(v)
+	p.Metadata, _ = d["metadata"].(map[string]any)
+	p.MediaType, _ = d["mime_type"].(string)
+	p.Filename, _ = d["name"].(string)
+	return p
 }
 
 // Objects is v's JSON objects, when v is an array.
