@@ -2,6 +2,7 @@ package a2av1_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -87,4 +88,49 @@ func checkAgentSaw(t *testing.T, name string, env *e2a.Envelope, n int) {
 	} else if d, _ := dps[0].(map[string]any); d["mime_type"] != "application/vnd.example+json" || d["name"] != "k.json" {
 		t.Errorf("%s: the agent's data part %v, want mime_type application/vnd.example+json, name k.json", name, d)
 	}
+}
+
+// TestDataPartValueShownAsSent: a v1.0 data part's value may be any JSON
+// value (a2a.proto: google.protobuf.Value); one that is not an object
+// (5, [1,2], "s") is shown in the task's history as sent. It came back as
+// {"value": 5} with metadata data_part_compat: true, the SDK's wrapping
+// for v0.3 (whose data is an object), which its own reading back undoes.
+func TestDataPartValueShownAsSent(t *testing.T) {
+	p := askPipeline(t)
+	c := tenantClient(t, p.URL+a2av1.Path, "", a2a.TransportProtocolJSONRPC)
+	values := []any{float64(5), []any{float64(1), float64(2)}, "s", map[string]any{"value": "kept"}}
+	parts := []*a2a.Part{a2a.NewTextPart("hi")}
+	for _, v := range values {
+		parts = append(parts, a2a.NewDataPart(v))
+	}
+	parts[2].Metadata = map[string]any{"k": "v"}
+	msg := a2a.NewMessage(a2a.MessageRoleUser, parts...)
+	res, err := c.SendMessage(context.Background(), &a2a.SendMessageRequest{Message: msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("answer %T, want a task", res)
+	}
+	got, err := c.GetTask(context.Background(), &a2a.GetTaskRequest{ID: task.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range got.History {
+		if m.ID != msg.ID {
+			continue
+		}
+		if len(m.Parts) != len(parts) {
+			t.Fatalf("history message has %d parts, sent %d", len(m.Parts), len(parts))
+		}
+		for i, want := range parts[1:] {
+			g := m.Parts[i+1]
+			if !reflect.DeepEqual(g.Data(), want.Data()) || !reflect.DeepEqual(g.Metadata, want.Metadata) {
+				t.Errorf("data part %d: history has %#v (metadata %v), sent %#v (metadata %v)", i, g.Data(), g.Metadata, want.Data(), want.Metadata)
+			}
+		}
+		return
+	}
+	t.Fatalf("GetTask's history %v lacks the message sent", got.History)
 }

@@ -2,6 +2,7 @@ package a2amap
 
 import (
 	"encoding/base64"
+	"maps"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -102,13 +103,32 @@ func SentParts(env *e2a.Envelope) (parts a2a.ContentParts, ok bool) {
 // metadata, and a v1.0 data part's mediaType and filename
 // (protocols/a2av1 keepPartFields: mime_type, name, as params.files has
 // them).
+//
+// A v1.0 data part whose value is not an object is the SDK's conversion's
+// {"value": v} with metadata data_part_compat (v0.3's data is an object):
+// it is v again, without that key, as the SDK reads it back (a2av0.ToV1Part).
 func paramDataPart(d map[string]any, v any) *a2a.Part {
+	meta, _ := d["metadata"].(map[string]any)
+	if compat, _ := meta[dataPartCompat].(bool); compat {
+		if obj, ok := v.(map[string]any); ok {
+			v = obj["value"]
+			meta = maps.Clone(meta)
+			delete(meta, dataPartCompat)
+			if len(meta) == 0 {
+				meta = nil
+			}
+		}
+	}
 	p := a2a.NewDataPart(v)
-	p.Metadata, _ = d["metadata"].(map[string]any)
+	p.Metadata = meta
 	p.MediaType, _ = d["mime_type"].(string)
 	p.Filename, _ = d["name"].(string)
 	return p
 }
+
+// dataPartCompat is the metadata key the SDK's conversion of a v1.0 data
+// part to v0.3 marks a value it wrapped in {"value": …} with.
+const dataPartCompat = "data_part_compat"
 
 // Objects is v's JSON objects, when v is an array.
 func Objects(v any) []map[string]any {
