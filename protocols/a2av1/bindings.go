@@ -84,6 +84,9 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		if !ok {
 			return
 		}
+		if !checkRPC && restTaskMethodRefused(w, r) {
+			return
+		}
 		if r.Method == http.MethodPost && !jsonBody(r.Header.Get("Content-Type")) {
 			refuseContentType(w, r, !checkRPC, b.h.MaxBody())
 			return
@@ -764,5 +767,25 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 		return false
 	}
 	plain(finishedError(t.ID, t.Status.State))
+	return true
+}
+
+// restTaskMethodRefused answers 405 with Allow: GET, HEAD an HTTP+JSON
+// call of /tasks/{id} (a path tenant's too) with another method than GET
+// or HEAD, when the path names no method (:cancel, :subscribe), and
+// reports whether it did. The SDK's router takes POST for every
+// /tasks/{id…}: it answered POST /tasks/{id} 400 "invalid request", and
+// DELETE or PUT 405 with Allow listing POST.
+func restTaskMethodRefused(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return false
+	}
+	_, route := pathTenant(r.URL.Path)
+	id, ok := strings.CutPrefix(route, restListPath+"/")
+	if !ok || id == "" || strings.Contains(id, "/") || strings.HasSuffix(id, ":cancel") || strings.HasSuffix(id, ":subscribe") {
+		return false
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	restRefuse(w, host.Refusal{Status: http.StatusMethodNotAllowed, Message: "method not allowed here; use GET, HEAD"})
 	return true
 }

@@ -36,6 +36,11 @@ func TestRESTUnknownPathJSON(t *testing.T) {
 		{http.MethodGet, "/a2a/v1/message:send", http.StatusMethodNotAllowed, "UNIMPLEMENTED", "POST"},
 		{http.MethodDelete, "/pools/demo/a2a/v1/tasks", http.StatusMethodNotAllowed, "UNIMPLEMENTED", "GET"},
 		{http.MethodPut, "/a2a/v1/demo/message:stream", http.StatusMethodNotAllowed, "UNIMPLEMENTED", "POST"},
+		// A task's path without a method (:cancel, :subscribe) is GetTask's
+		// alone: POST was answered 400 "invalid request", and DELETE's
+		// Allow listed POST (TestRESTTaskPathAllowsGetOnly).
+		{http.MethodPost, "/a2a/v1/tasks/x", http.StatusMethodNotAllowed, "UNIMPLEMENTED", "GET"},
+		{http.MethodPost, "/a2a/v1/demo/tasks/x", http.StatusMethodNotAllowed, "UNIMPLEMENTED", "GET"},
 	} {
 		status, hdr, body := rawCall(t, c.method, p.URL+c.path, "", nil)
 		var got struct {
@@ -67,4 +72,24 @@ func containsMethod(allow, method string) bool {
 		}
 	}
 	return false
+}
+
+// TestRESTTaskPathAllowsGetOnly: /tasks/{id}, naming no method, is
+// GetTask's path alone, so another method than GET or HEAD is 405 with
+// Allow: GET, HEAD; the SDK's router answered POST 400 "invalid request"
+// and DELETE or PUT 405 with an Allow listing POST, the method it then
+// refused. /tasks/{id}:cancel still takes POST.
+func TestRESTTaskPathAllowsGetOnly(t *testing.T) {
+	p := echoPipeline(t)
+	for _, m := range []string{http.MethodPost, http.MethodDelete, http.MethodPut} {
+		for _, path := range []string{"/a2a/v1/tasks/x", "/a2a/v1/demo/tasks/x", "/pools/demo/a2a/v1/tasks/x"} {
+			status, hdr, body := rawCall(t, m, p.URL+path, "{}", nil)
+			if status != http.StatusMethodNotAllowed || hdr.Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s %s: %d (Allow %q) %s; want 405 with Allow: GET, HEAD", m, path, status, hdr.Get("Allow"), body)
+			}
+		}
+	}
+	if status, _, body := rawCall(t, http.MethodPost, p.URL+"/a2a/v1/tasks/x:cancel", "{}", nil); status != http.StatusNotFound {
+		t.Errorf("POST /tasks/x:cancel: %d %s; want 404 (CancelTask of an unknown task)", status, body)
+	}
 }
