@@ -302,7 +302,8 @@ func (a *archiver) read(ctx context.Context, it jetstream.MessagesContext, pos p
 		}
 	}()
 	b := &batch{}
-	read, arrived := pos.auditSeq, time.Now() // the last sequence read, when the last message arrived
+	read := pos.auditSeq // the last sequence read
+	watch := stallWatch{arrived: time.Now()}
 	for {
 		wait := min(a.o.flushInterval, watchEvery)
 		if len(b.recs) > 0 {
@@ -313,7 +314,7 @@ func (a *archiver) read(ctx context.Context, it jetstream.MessagesContext, pos p
 			return err
 		}
 		if msg != nil {
-			arrived = time.Now()
+			watch.delivered(time.Now())
 			if seq := a.add(b, msg); seq > 0 {
 				read = seq
 			}
@@ -328,9 +329,11 @@ func (a *archiver) read(ctx context.Context, it jetstream.MessagesContext, pos p
 			if err != nil {
 				return err
 			}
-			if idle := time.Since(arrived); msg == nil && last > read && idle >= stallAfter {
-				return fmt.Errorf("%w: E2A_AUDIT ends at %d, read up to %d, nothing for %v: starting again from the archive's last batch",
-					errNothingDelivered, last, read, idle.Round(time.Millisecond))
+			if msg == nil {
+				if idle, stalled := watch.check(time.Now(), last, read); stalled {
+					return fmt.Errorf("%w: E2A_AUDIT ends at %d, read up to %d, nothing for %v: starting again from the archive's last batch",
+						errNothingDelivered, last, read, idle.Round(time.Millisecond))
+				}
 			}
 		}
 		if msg == nil && len(b.recs) == 0 {
@@ -343,6 +346,23 @@ func (a *archiver) read(ctx context.Context, it jetstream.MessagesContext, pos p
 			*b = batch{}
 		}
 	}
+}
+
+// stallWatch tells a session's consumer that stopped delivering (read's
+// idle check) from one that is merely idle.
+type stallWatch struct {
+	arrived time.Time // when the last message arrived (or the session began)
+}
+
+// delivered records a message's arrival at now.
+func (w *stallWatch) delivered(now time.Time) { w.arrived = now }
+
+// check is the idle check at now, E2A_AUDIT ending at last and the
+// session having read up to read: how long nothing was delivered, and
+// whether the consumer is given up (E2A_AUDIT holds more, for stallAfter).
+func (w *stallWatch) check(now time.Time, last, read uint64) (time.Duration, bool) {
+	idle := now.Sub(w.arrived)
+	return idle, last > read && idle >= stallAfter
 }
 
 // dropConsumer stops it (nil: none) and deletes cons, the ended session's
