@@ -331,7 +331,7 @@ func (a *archiver) read(ctx context.Context, it jetstream.MessagesContext, pos p
 			}
 			if msg == nil {
 				if idle, stalled := watch.check(time.Now(), last, read); stalled {
-					return fmt.Errorf("%w: E2A_AUDIT ends at %d, read up to %d, nothing for %v: starting again from the archive's last batch",
+					return fmt.Errorf("%w: E2A_AUDIT ends at %d, read up to %d, nothing delivered for %v: starting again from the archive's last batch",
 						errNothingDelivered, last, read, idle.Round(time.Millisecond))
 				}
 			}
@@ -349,20 +349,34 @@ func (a *archiver) read(ctx context.Context, it jetstream.MessagesContext, pos p
 }
 
 // stallWatch tells a session's consumer that stopped delivering (read's
-// idle check) from one that is merely idle.
+// idle check) from one that is merely idle: it is given up once
+// E2A_AUDIT has held messages past those read, with none delivered, for
+// stallAfter, counted from the first check that saw them (or the last
+// delivery, if later). Not from the last delivery alone: after a quiet
+// spell of stallAfter, a check falling between a new message's store and
+// its delivery gave the consumer up, and its session's batch was read
+// again, with a warning that nothing had come for the whole spell.
 type stallWatch struct {
 	arrived time.Time // when the last message arrived (or the session began)
+	behind  time.Time // when a check first saw E2A_AUDIT hold more since then (zero: none did)
 }
 
 // delivered records a message's arrival at now.
-func (w *stallWatch) delivered(now time.Time) { w.arrived = now }
+func (w *stallWatch) delivered(now time.Time) { w.arrived, w.behind = now, time.Time{} }
 
 // check is the idle check at now, E2A_AUDIT ending at last and the
-// session having read up to read: how long nothing was delivered, and
-// whether the consumer is given up (E2A_AUDIT holds more, for stallAfter).
+// session having read up to read: how long E2A_AUDIT has held more with
+// nothing delivered, and whether the consumer is given up (stallAfter).
 func (w *stallWatch) check(now time.Time, last, read uint64) (time.Duration, bool) {
-	idle := now.Sub(w.arrived)
-	return idle, last > read && idle >= stallAfter
+	if last <= read {
+		w.behind = time.Time{}
+		return 0, false
+	}
+	if w.behind.IsZero() {
+		w.behind = now
+	}
+	waited := now.Sub(w.behind)
+	return waited, waited >= stallAfter
 }
 
 // dropConsumer stops it (nil: none) and deletes cons, the ended session's
