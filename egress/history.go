@@ -309,23 +309,22 @@ func (s *Service) historyFailed(ctx context.Context, id string, err error) error
 
 // driveHistoric drives rend with the frames of h from sequence from on,
 // as Stream drives it with a reader over a finished request: a resume
-// point past the final frame answers 204 (as serveE2AStream does), the
-// frames are written at once, and a request whose history holds no final
-// frame ends as a hot one ends once its wait runs out (ErrWaitTimeout:
-// none will come), without the wait. It returns the frames written and
-// the error to end with.
-func (s *Service) driveHistoric(o *render.Output, rend render.Renderer, format, id string, from int64, h *HistoricRequest, start time.Time) (int, error) {
+// point past the final frame answers 204 (as serveE2AStream does), and the
+// frames are written at once. It returns the frames written, the sequence
+// the hot streams go on from when h holds no final frame (the request may
+// still run: Service.followHot; -1 otherwise), and the error to end with.
+func (s *Service) driveHistoric(o *render.Output, rend render.Renderer, format, id string, from int64, h *HistoricRequest, start time.Time) (int, int64, error) {
 	frames, ferr := h.frames(id)
 	final := ferr == nil && len(frames) > 0 && frames[len(frames)-1].IsFinal()
 	if historicPast(frames, ferr, from) {
 		o.WriteHeader(http.StatusNoContent)
-		return 0, nil
+		return 0, -1, nil
 	}
 	if err := primeFrames(rend, frames, from); err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	if err := rend.Start(); err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	written := s.m.frames.WithLabelValues(format)
 	n := 0
@@ -335,7 +334,7 @@ func (s *Service) driveHistoric(o *render.Output, rend render.Renderer, format, 
 			continue
 		}
 		if err := rend.Frame(f); err != nil {
-			return n, err
+			return n, -1, err
 		}
 		written.Inc()
 		o.HoldHead(false)
@@ -345,12 +344,12 @@ func (s *Service) driveHistoric(o *render.Output, rend render.Renderer, format, 
 		n++
 	}
 	if ferr != nil {
-		return n, ferr
+		return n, -1, ferr
 	}
 	if !final {
-		return n, noFinalFrame(id)
+		return n, max(from, int64(len(frames))), nil
 	}
-	return n, nil
+	return n, -1, nil
 }
 
 // historicPast reports whether from, a stream's resume point, lies past

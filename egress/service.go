@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -546,6 +547,11 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 	if pt, ok := rend.(render.PassThrough); ok && pt.PassThrough() {
 		ropts = append(ropts, WithoutDecode())
 	}
+	// The read of the hot streams that follows a History's copy without a
+	// final frame (followHot) starts after the frames the copy gave: none
+	// of them to prime again.
+	hotOpts := append(slices.Clip(ropts), withWaitHooks(o, s.cfg.headHold))
+	hotOpts = append(hotOpts, opts...)
 	if p, ok := rend.(render.Primer); ok && from > 0 {
 		// The frames before the resume point, which the client has, as the
 		// reader meets them on its way there.
@@ -563,7 +569,13 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 		return
 	}
 	if h != nil {
-		nFrames, err = s.driveHistoric(o, rend, format, requestID, from, h, start)
+		var rest int64
+		nFrames, rest, err = s.driveHistoric(o, rend, format, requestID, from, h, start)
+		if err == nil && rest >= 0 {
+			var n int
+			n, err = s.followHot(ctx, o, rend, format, requestID, rest, nFrames, hotOpts, start)
+			nFrames += n
+		}
 		finish(err)
 		return
 	}
@@ -581,8 +593,34 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 		finish(err)
 		return
 	}
-	nFrames, err = s.drive(ctx, o, rend, rd, format, start)
+	nFrames, err = s.drive(ctx, o, rend, rd, format, 0, start)
 	finish(err)
+}
+
+// followHot goes on with a request whose History's copy ended without a
+// final frame, after written frames, at sequence next: a request still
+// running whose envelope left E2A_REQUESTS before its frames left
+// E2A_RESPONSES (stored first, it is dropped first). Its frames from next
+// on are read from the hot streams as any stream reads them, those not
+// written yet waited for; when the hot streams hold none of its frames,
+// none will come (noFinalFrame), and when their final frame lies before
+// next, the stream ends there.
+func (s *Service) followHot(ctx context.Context, o *render.Output, rend render.Renderer, format, id string, next int64, written int, opts []ReplayOption, start time.Time) (int, error) {
+	last, err := s.lastFrame(ctx, id)
+	switch {
+	case err != nil:
+		return 0, err
+	case last == nil:
+		return 0, noFinalFrame(id)
+	case last.final && last.seq < next:
+		return 0, nil
+	}
+	rd, err := s.open(ctx, id, next, append(opts, WithoutRequestCheck())...)
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Close()
+	return s.drive(ctx, o, rend, rd, format, written, start)
 }
 
 // openRead starts the read of requestID from sequence from as a stream
@@ -603,9 +641,9 @@ func (s *Service) openRead(ctx context.Context, requestID string, from int64, k 
 }
 
 // drive renders rd's frames through rend until the final one (nil) or an
-// error, and returns how many it rendered; the first is the stream's
-// time to first frame since start.
-func (s *Service) drive(ctx context.Context, o *render.Output, rend render.Renderer, rd *Reader, format string, start time.Time) (int, error) {
+// error, and returns how many it rendered; the stream's first (none
+// written before, written 0) is its time to first frame since start.
+func (s *Service) drive(ctx context.Context, o *render.Output, rend render.Renderer, rd *Reader, format string, written int, start time.Time) (int, error) {
 	frames := s.m.frames.WithLabelValues(format)
 	n := 0
 	// One Frame for the whole stream: rend.Frame takes its address, which
@@ -627,7 +665,7 @@ func (s *Service) drive(ctx context.Context, o *render.Output, rend render.Rende
 		frames.Inc()
 		n++
 		o.HoldHead(false)
-		if n == 1 {
+		if n == 1 && written == 0 {
 			s.m.ttff.WithLabelValues(format).Observe(time.Since(start).Seconds())
 		}
 	}
