@@ -75,3 +75,36 @@ func TestHistoryFollowsARunningRequestInTheHotStreams(t *testing.T) {
 		t.Fatalf("after the final frame: %s", lines.Bytes())
 	}
 }
+
+// The aggregated JSON of such a request is the hot streams' too, with the
+// copy's envelope: ?wait=true waits for its final frame and answers it
+// whole (it answered 504 at once, "no frame will come", the request still
+// running), and a read without wait has every frame stored, not the
+// copy's.
+func TestHistoryJSONOfARunningRequestFromTheHotStreams(t *testing.T) {
+	fh := newFakeHistory()
+	e, srv := historyHTTP(t, fh)
+	id := uuid.Must(uuid.NewV7()).String()
+	w := e.running(t, id)
+	w.text("a ")
+	fh.reqs[id] = storedHistoric(t, e, id)
+	natstest.Purge(t, e.js, streams.RequestsStream)
+	w.text("b ")
+	base := srv.URL + "/v1/requests/" + id
+	var view RequestView
+	a := read(t, base, "owner")
+	if err := json.Unmarshal([]byte(a.Body), &view); err != nil || a.Status != http.StatusAccepted || view.State != StateRunning || len(view.Frames) != 2 || view.NextSequence != 2 {
+		t.Fatalf("json of a running request whose envelope is gone: %+v (%v), want 202 running with the 2 frames stored", a, err)
+	}
+	if len(view.Envelope) == 0 {
+		t.Fatalf("json without the envelope: %s", a.Body)
+	}
+	w.complete(map[string]any{"content": "a b"})
+	for _, path := range []string{"?wait=true", ""} {
+		view = RequestView{}
+		a = read(t, base+path, "owner")
+		if err := json.Unmarshal([]byte(a.Body), &view); err != nil || a.Status != http.StatusOK || view.State != StateSucceeded || len(view.Frames) != 3 || len(view.Envelope) == 0 {
+			t.Errorf("json%s once it ended: %+v (%v), want 200 succeeded with its envelope and 3 frames", path, a, err)
+		}
+	}
+}

@@ -844,11 +844,12 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		finish(NewE2AJSON(o, id, nil, false, 0), err)
 		return
 	}
-	if k.hist != nil {
+	histEnv, historic := s.historicJSON(ctx, id, k.hist)
+	if historic {
 		s.serveHistoricJSON(r, o, id, from, wait, k.hist)
 		return
 	}
-	if env == nil {
+	if env == nil && histEnv == nil {
 		if env, err = s.findRequest(ctx, id); err != nil {
 			finish(NewE2AJSON(o, id, nil, false, from), err)
 			return
@@ -860,7 +861,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 	// answer an older frame: "running" after the wait).
 	var last *lastInfo
 	lastRead := false
-	if env == nil && k.history && s.historyFor(id) {
+	if env == nil && histEnv == nil && k.history && s.historyFor(id) {
 		// No envelope: when there is no frame either, the hot streams
 		// hold nothing of the request, and the History may.
 		if last, err = s.lastFrame(ctx, id); err != nil {
@@ -878,7 +879,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		}
 		lastRead = true
 	}
-	var envRaw []byte
+	envRaw := histEnv
 	if env != nil {
 		envRaw = env.Data
 	}
@@ -919,6 +920,27 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		werr = s.writeSnapshot(ctx, rd, rend, last)
 	}
 	finish(rend, werr)
+}
+
+// historicJSON is how the aggregated JSON answers request id when the
+// ownership check found its copy in the History (h; nil: it did not, and
+// neither is returned): from the copy (historic), or, when the copy holds
+// no final frame and the hot streams hold frames of it (a request still
+// running when its envelope left E2A_REQUESTS, stored before its frames),
+// from the hot streams as any request is, with the copy's envelope (env),
+// its wait for the final frame included.
+func (s *Service) historicJSON(ctx context.Context, id string, h *HistoricRequest) (env []byte, historic bool) {
+	if h == nil {
+		return nil, false
+	}
+	frames, err := h.frames(id)
+	if err != nil || len(frames) > 0 && frames[len(frames)-1].IsFinal() {
+		return nil, true
+	}
+	if last, err := s.lastFrame(ctx, id); err != nil || last == nil {
+		return nil, true
+	}
+	return h.Envelope, false
 }
 
 // lastOrFinal is the last frame stored of request id (env: its envelope
