@@ -99,6 +99,11 @@ type Summary struct {
 	ResponseKind string `json:"response_kind,omitempty"`
 	// ErrorCode is the code of a final e2a.error frame.
 	ErrorCode string `json:"error_code,omitempty"`
+	// Interrupted is the state of a turn the agent ended asking for input
+	// or authorization (e2a.StateInputRequired, e2a.StateAuthRequired:
+	// e2a.Response.Interrupt): its status is succeeded, its task goes on
+	// with the client's answer.
+	Interrupted string `json:"interrupted,omitempty"`
 	// RequestFound tells whether the envelope was found.
 	RequestFound bool `json:"request_found"`
 	// FirstFrame and LastFrame are the store times of the first and last
@@ -236,8 +241,8 @@ func newChecker(requestID string) *checker { return &checker{requestID: requestI
 
 // finalFrame is what a checker keeps of a request's final frame.
 type finalFrame struct {
-	seq                     int64
-	status, kind, errorCode string
+	seq                                  int64
+	status, kind, errorCode, interrupted string
 }
 
 func newFinalFrame(r *e2a.Response) *finalFrame {
@@ -246,6 +251,9 @@ func newFinalFrame(r *e2a.Response) *finalFrame {
 		if eb, err := r.Error(); err == nil {
 			f.errorCode = eb.Code
 		}
+	}
+	if state, _, ok := r.Interrupt(); ok {
+		f.interrupted = state
 	}
 	return f
 }
@@ -359,7 +367,7 @@ func (c *checker) summary(requestFound bool) *Summary {
 		s.State = StateNoFrames
 	case c.final != nil:
 		s.State = StateComplete
-		s.Status, s.ResponseKind, s.ErrorCode = c.final.status, c.final.kind, c.final.errorCode
+		s.Status, s.ResponseKind, s.ErrorCode, s.Interrupted = c.final.status, c.final.kind, c.final.errorCode, c.final.interrupted
 	default:
 		s.State = StateIncomplete
 	}

@@ -273,3 +273,37 @@ func TestReplayFromAudit(t *testing.T) {
 		t.Fatalf("half by a scan: %v", recs)
 	}
 }
+
+// TestReplaySummaryNamesInterruptedTurn: a turn the agent ended asking for
+// input (a final a2a.stream_event status_update in input-required, status
+// succeeded) is summarised with its state, which the status alone does
+// not say (the task goes on with the client's answer).
+func TestReplaySummaryNamesInterruptedTurn(t *testing.T) {
+	js, nc := server(t)
+	env := &e2a.Envelope{RequestID: "ask-1", TaskID: "t-ask"}
+	natstest.PublishRequest(t, js, "demo", env)
+	r := e2a.ResponseFor(env)
+	r.ResponseID, r.Timestamp = "ask-1-0", e2a.Now()
+	r.Provenance = e2a.Provenance{SourceProtocol: e2a.SourceE2A}
+	r.IsFinal, r.Status, r.ResponseKind = true, e2a.StatusSucceeded, e2a.KindA2AStreamEvent
+	r.Body = e2a.MarshalBody(e2a.InterruptBody(e2a.StateInputRequired, "which city?"))
+	b, err := e2a.MarshalResponse(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishFrame(t, js, "ask-1", 0, b)
+	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "done-1"}, 1)
+	a, err := audit.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := collect(t, a, audit.Query{RequestIDs: []string{"ask-1", "done-1"}})
+	sums := summaries(recs)
+	if s := sums["ask-1"]; s == nil || s.State != audit.StateComplete || !s.OK() || s.Status != e2a.StatusSucceeded ||
+		s.Interrupted != e2a.StateInputRequired {
+		t.Fatalf("interrupted turn's summary %+v", s)
+	}
+	if s := sums["done-1"]; s == nil || s.Interrupted != "" {
+		t.Fatalf("completed request's summary %+v", s)
+	}
+}
