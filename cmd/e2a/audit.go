@@ -162,6 +162,11 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	st, err := a.Replay(ctx, q, ndjson(stdout))
 	fmt.Fprintf(stderr, "replay: %s (%d complete, %d incomplete, %d without frames, %d not found), %s, %d with violations\n",
 		counted(st.Requests, "request"), st.Complete, st.Incomplete, st.NoFrames, st.NotFound, counted(st.Frames, "frame"), st.Violations)
+	if err == nil && q.Limit > 0 && st.Requests >= q.Limit {
+		// Not silent: the output ends where the limit did, not where the
+		// matches do.
+		fmt.Fprintf(stderr, "replay: stopped at --limit %d; more requests may match (raise --limit, 0 for none, or narrow the filters)\n", q.Limit)
+	}
 	if err != nil {
 		return err
 	}

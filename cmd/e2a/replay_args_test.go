@@ -74,16 +74,21 @@ func TestReplayReadsEveryIDGiven(t *testing.T) {
 		ids[i] = fmt.Sprintf("no-such-%d", i)
 	}
 	for _, c := range []struct {
-		args []string
-		want string
+		args    []string
+		want    string
+		limited bool
 	}{
-		{ids, "1001 not found"},
-		{append([]string{"--limit", "3"}, ids...), "3 not found"},
+		{ids, "1001 not found", false},
+		{append([]string{"--limit", "3"}, ids...), "3 not found", true},
 	} {
 		var out, errOut bytes.Buffer
 		err := runReplay(ctx, cfg, c.args, &out, &errOut)
 		if code := exitCode(err, io.Discard); code != exitNotFound || !strings.Contains(errOut.String(), c.want) {
 			t.Errorf("%d arguments: exit %d (%v), stderr %q, want %q", len(c.args), code, err, errOut.String(), c.want)
+		}
+		// A limit reached is said, not left for the reader to guess.
+		if got := strings.Contains(errOut.String(), "stopped at --limit 3"); got != c.limited {
+			t.Errorf("%d arguments: stderr %q: limit reached said %v, want %v", len(c.args), errOut.String(), got, c.limited)
 		}
 	}
 }
