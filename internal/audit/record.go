@@ -45,8 +45,10 @@ type Record struct {
 	// Pool is the agent pool of the request (from its subject).
 	Pool string `json:"pool,omitempty"`
 	// Stream is the stream the message was read from; StreamSeq its
-	// sequence there; Time when that stream stored it. The frames of a
-	// burst share them (and Subject, Origin and Headers): see Burst.
+	// sequence there; Time when that stream stored it (on KindAccepted,
+	// which a PubAck does not time: when the publisher got the PubAck,
+	// by its own clock). The frames of a burst share them (and Subject,
+	// Origin and Headers): see Burst.
 	Stream    string `json:"stream,omitempty"`
 	StreamSeq uint64 `json:"stream_seq,omitempty"`
 	Time      string `json:"time,omitempty"`
