@@ -307,6 +307,22 @@ func TestDotIDs(t *testing.T) {
 		if resp.StatusCode != 200 || len(readSSE(t, strings.NewReader(string(b)))) == 0 {
 			t.Fatalf("%q stream: %d %s", id, resp.StatusCode, b)
 		}
+		// The forms with the id in the query, which the page uses for
+		// these ids (a browser resolves the path's dot segments, escaped
+		// too: TestBrowserDotIDs).
+		resp, b = p.do(t, "GET", "/console/api/request?id="+url.QueryEscape(id), "")
+		if q := decode[console.RequestDetail](t, b); resp.StatusCode != 200 || q.RequestID != id {
+			t.Fatalf("%q by ?id=: %d %s", id, resp.StatusCode, b)
+		}
+		resp, b = p.do(t, "GET", "/console/api/request/stream?id="+url.QueryEscape(id)+"&from=1", "", "Accept", "text/event-stream")
+		if ev := readSSE(t, strings.NewReader(string(b))); resp.StatusCode != 200 || len(ev) == 0 || ev[0].id != "1" {
+			t.Fatalf("%q stream by ?id= from 1: %d %s", id, resp.StatusCode, b)
+		}
+	}
+	for _, path := range []string{"/console/api/request", "/console/api/request/stream"} {
+		if resp, b := p.do(t, "GET", path, ""); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("GET %s without an id: %d %s, want 400", path, resp.StatusCode, b)
+		}
 	}
 }
 

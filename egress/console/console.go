@@ -257,6 +257,10 @@ func (c *Console) Close() {
 //	                                           status, since, until, before, limit
 //	GET  /console/api/requests/{id}            index entry, envelope (secrets removed), replay command
 //	GET  /console/api/requests/{id}/stream     egress's E2A SSE (Last-Event-ID, ?from=) under console auth
+//	GET  /console/api/request?id=, /console/api/request/stream?id=
+//	                                           the same two, the id in the query: how the page asks for
+//	                                           the request "." or ".." (a browser resolves such a path
+//	                                           segment, escaped too, as a dot segment)
 //	GET  /console/api/stats                    per-stage counters, consumers, streams
 //	POST /console/api/demo                     start a demo request through ingress (WithDemo)
 func (c *Console) Register(mux *http.ServeMux) {
@@ -269,6 +273,8 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console/api/requests", c.gate(c.listRequests))
 	mux.HandleFunc("GET /console/api/requests/{id}", c.gate(c.getRequest))
 	mux.HandleFunc("GET /console/api/requests/{id}/stream", c.gate(c.streamRequest))
+	mux.HandleFunc("GET /console/api/request", c.gate(c.getRequest))
+	mux.HandleFunc("GET /console/api/request/stream", c.gate(c.streamRequest))
 	mux.HandleFunc("GET /console/api/stats", c.gate(c.getStats))
 	mux.HandleFunc("GET /console/api/tasks/{task}/push", c.gate(c.taskPush))
 	mux.HandleFunc("POST /console/api/demo", c.gate(c.startDemo))
@@ -280,6 +286,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 		"/console/api/session": get, "/console/api/login": post,
 		"/console/api/logout": post, "/console/api/requests": get,
 		"/console/api/requests/{id}": get, "/console/api/requests/{id}/stream": get,
+		"/console/api/request": get, "/console/api/request/stream": get,
 		"/console/api/stats": get, "/console/api/tasks/{task}/push": get,
 		"/console/api/demo": post,
 	} {
@@ -542,8 +549,22 @@ type RequestDetail struct {
 	StreamURL     string         `json:"stream_url"`
 }
 
+// requestID is the request id a detail or stream call names: its path
+// segment, or, on the routes that take it in the query, ?id= ("" when
+// absent: no request has that id).
+func requestID(r *http.Request) string {
+	if id := r.PathValue("id"); id != "" {
+		return id
+	}
+	return r.URL.Query().Get("id")
+}
+
 func (c *Console) getRequest(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id := requestID(r)
+	if id == "" {
+		apiError(w, http.StatusBadRequest, "bad_request", "missing request id (?id=)")
+		return
+	}
 	if err := subjects.ValidateID(id); err != nil {
 		apiError(w, http.StatusBadRequest, "bad_request", "invalid request id")
 		return
@@ -679,10 +700,19 @@ func (c *Console) streamRequest(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotImplemented, "not_implemented", "no egress service")
 		return
 	}
-	id := r.PathValue("id")
+	id := requestID(r)
+	if id == "" {
+		apiError(w, http.StatusBadRequest, "bad_request", "missing request id (?id=)")
+		return
+	}
 	// The console shows frames with their secrets replaced, as it shows
 	// envelopes.
 	r2 := r.Clone(egress.RedactFrames(r.Context()))
+	if r.PathValue("id") == "" {
+		q := r2.URL.Query()
+		q.Del("id") // the id goes in egress's path; from stays
+		r2.URL.RawQuery = q.Encode()
+	}
 	r2.URL.Path = "/v1/requests/" + id + "/stream"
 	r2.URL.RawPath = "/v1/requests/" + egress.PathSegment(id) + "/stream"
 	r2.RequestURI = r2.URL.RequestURI()

@@ -125,7 +125,10 @@
 // GET /console/api/requests/{id}/stream is egress's own GET
 // /v1/requests/{id}/stream (E2A SSE, resumable with Last-Event-ID or
 // ?from=N), mounted under the console's auth, because a browser cannot put
-// an API key on an EventSource. The page keeps the frames it showed in
+// an API key on an EventSource. (A request whose id is "." or ".." is
+// asked for as /console/api/request?id= and /console/api/request/stream?id=:
+// a browser resolves such a path segment, escaped or not, as a dot
+// segment.) The page keeps the frames it showed in
 // sessionStorage (written at most once a second, at the final frame and
 // when the page is left; up to 2,000 frames or 2 million characters per
 // request), under the signed-in principal (another one signing in in that

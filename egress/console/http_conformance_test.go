@@ -34,7 +34,8 @@ func TestConsoleUnauthenticatedHasChallenge(t *testing.T) {
 	}
 	want := resp.Header.Get("WWW-Authenticate")
 	for _, path := range []string{"/console/api/session", "/console/api/requests", "/console/api/requests/no-such-request",
-		"/console/api/requests/no-such-request/stream", "/console/api/stats"} {
+		"/console/api/requests/no-such-request/stream", "/console/api/stats",
+		"/console/api/request?id=..", "/console/api/request/stream?id=.."} {
 		resp, b := p.do(t, "GET", path, "")
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("GET %s without credential: %d %s", path, resp.StatusCode, b)
@@ -90,7 +91,8 @@ func TestConsoleAllowNamesHead(t *testing.T) {
 	p := startPipeline(t, pipelineOptions{noAgent: true})
 	resp, _ := p.do(t, "DELETE", "/v1/requests/some-request", "")
 	egressAllow := resp.Header.Get("Allow")
-	for _, path := range []string{"/console/api/requests", "/console/api/session", "/console/api/stats", "/console/api/requests/some-request"} {
+	for _, path := range []string{"/console/api/requests", "/console/api/session", "/console/api/stats", "/console/api/requests/some-request",
+		"/console/api/request?id=some-request"} {
 		if resp, b := p.do(t, "HEAD", path, ""); resp.StatusCode == http.StatusMethodNotAllowed {
 			t.Fatalf("HEAD %s: %d %s", path, resp.StatusCode, b)
 		}

@@ -244,6 +244,8 @@ func crossPrincipalCases(d bobsData, hdr map[string]string) []isolationCase {
 		{"console/list context", "GET", "/console/api/requests?context=" + d.a2aContext, nil, hdr, []int{200}, 0},
 		{"console/detail", "GET", "/console/api/requests/" + d.request, nil, hdr, []int{404}, 0},
 		{"console/stream", "GET", "/console/api/requests/" + d.request + "/stream", nil, sse, []int{404}, 0},
+		{"console/detail ?id=", "GET", "/console/api/request?id=" + d.request, nil, hdr, []int{404}, 0},
+		{"console/stream ?id=", "GET", "/console/api/request/stream?id=" + d.request, nil, sse, []int{404}, 0},
 	}
 }
 

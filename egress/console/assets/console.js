@@ -60,11 +60,18 @@ async function api(path, opts = {}) {
 
 // ---------- formatting ----------
 
-// pathSegment escapes a request id for a URL path, dot segments included
-// (the browser would drop "." and ".." from the path).
+// pathSegment escapes an id for a URL path. "." and ".." cannot be sent
+// in one: the browser resolves them as dot segments, escaped ("%2E%2E")
+// too (WHATWG URL), so requestURL puts such a request id in the query.
 function pathSegment(id) {
-  const s = encodeURIComponent(id);
-  return s === '.' || s === '..' ? s.replaceAll('.', '%2E') : s;
+  return encodeURIComponent(id);
+}
+
+// requestURL is the console API's URL of request id's detail (suffix
+// '') or stream ('/stream').
+function requestURL(id, suffix) {
+  if (id === '.' || id === '..') return '/console/api/request' + suffix + '?id=' + encodeURIComponent(id);
+  return '/console/api/requests/' + pathSegment(id) + suffix;
 }
 
 // Envelopes and frames arrive with their secrets already replaced by the
@@ -367,7 +374,7 @@ async function openDetail(id) {
 async function loadInfo(id) {
   let d;
   try {
-    d = await api('/console/api/requests/' + pathSegment(id));
+    d = await api(requestURL(id, ''));
   } catch (e) {
     if (detail.id === id) $('d-summary').replaceChildren(el('p', {class: 'error', text: e.message}));
     return;
@@ -495,7 +502,8 @@ function renderSummary() {
 }
 
 function streamURL(id, from) {
-  return '/console/api/requests/' + pathSegment(id) + '/stream' + (from > 0 ? '?from=' + from : '');
+  const u = requestURL(id, '/stream');
+  return from > 0 ? u + (u.includes('?') ? '&' : '?') + 'from=' + from : u;
 }
 
 function openStream(id, from) {
