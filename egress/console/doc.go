@@ -136,7 +136,9 @@
 // shows them again and resumes the stream from the next sequence,
 // dropping any frame it already has. Frames are
 // rendered as text, reasoning, tool calls with their arguments and results
-// (joined by call id), completions and errors; every raw frame and the raw
+// (joined by call id; arguments or a result sent as JSON text, as the trpc
+// interaction spec and OpenAI write them, shown as the JSON they hold),
+// completions and errors; every raw frame and the raw
 // envelope are one click away, and the page shows the `e2a replay --request
 // <id>` command that prints them from the durable streams.
 //

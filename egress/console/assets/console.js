@@ -625,6 +625,19 @@ function toolText(v) {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
+// toolValue is a tool call's arguments or result as the transcript shows
+// them: JSON text of an object or array (the trpc interaction spec's
+// "args":"{\"city\":\"Beijing\"}", OpenAI's function arguments) as the
+// value it holds, anything else as it is.
+function toolValue(v) {
+  if (typeof v !== 'string' || !/^\s*[[{]/.test(v)) return v;
+  try {
+    return JSON.parse(v);
+  } catch (e) {
+    return v;
+  }
+}
+
 function frameBody(f) {
   const b = f.body || {};
   switch (f.response_kind) {
@@ -703,10 +716,10 @@ function renderTranscript() {
   for (const t of tools.values()) {
     parts.push(el('section', {class: 't-tool', 'data-tool': t.name || ''},
       el('h4', {}, 'Tool call ', el('code', {text: t.name || '?'}), el('span', {class: 'muted', text: ' ' + (t.id || '')})),
-      el('div', {class: 'kv'}, el('span', {text: 'arguments'}), el('pre', {class: 'json', text: pretty(t.args === undefined ? null : t.args)})),
+      el('div', {class: 'kv'}, el('span', {text: 'arguments'}), el('pre', {class: 'json', text: pretty(t.args === undefined ? null : toolValue(t.args))})),
       el('div', {class: 'kv'}, el('span', {text: 'result'}), t.result === undefined
         ? el('em', {class: 'muted no-result', text: detail.final || detail.ended ? 'no result: the request ended' : 'waiting…'})
-        : el('pre', {class: 'json', text: pretty(t.result)}))));
+        : el('pre', {class: 'json', text: pretty(toolValue(t.result))}))));
   }
   if (text) parts.push(el('section', {class: 't-text'}, el('h4', {text: 'Answer'}), el('p', {class: 'answer', text: text})));
   for (const f of other) parts.push(el('section', {class: 't-other'}, el('h4', {text: f.response_kind}), el('pre', {class: 'json', text: pretty(f.body)})));
