@@ -250,6 +250,8 @@ func (c *Console) Close() {
 // Register mounts the console on mux:
 //
 //	GET  /console                              the page (a login form when auth is required and missing)
+//	GET  /console/login                        the login form (a visitor of optional auth, the anonymous
+//	                                           principal, is served the page, and offered this form)
 //	GET  /console/assets/...                   its script and style sheet
 //	GET  /console/api/session                  who is signed in, what the page may offer
 //	POST /console/api/login, /console/api/logout
@@ -266,6 +268,7 @@ func (c *Console) Close() {
 func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console", c.page)
 	mux.HandleFunc("GET /console/{$}", c.page)
+	mux.HandleFunc("GET /console/login", c.loginPage)
 	mux.Handle("GET /console/assets/", withSecurityHeaders(c.assets))
 	mux.HandleFunc("GET /console/api/session", c.gate(c.session))
 	mux.HandleFunc("POST /console/api/login", c.login)
@@ -380,14 +383,28 @@ const answerCSP = "default-src 'none'; base-uri 'none'; form-action 'none'; fram
 const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 func (c *Console) page(w http.ResponseWriter, r *http.Request) {
-	securityHeaders(w.Header())
-	w.Header().Set("Content-Security-Policy", pageCSP)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	name := "assets/index.html"
 	status := http.StatusOK
 	if _, st, err := c.authenticate(r); err != nil {
 		name, status = "assets/login.html", st
 	}
+	servePage(w, name, status)
+}
+
+// loginPage serves the login form whoever asks: with optional auth (the
+// scheme none beside others) a visitor without a credential is the
+// anonymous principal, served the page, which links here to sign in.
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	stripCredentials(r.Header)
+	servePage(w, "assets/login.html", http.StatusOK)
+}
+
+// servePage answers the page name of the assets with status, under the
+// page's Content-Security-Policy.
+func servePage(w http.ResponseWriter, name string, status int) {
+	securityHeaders(w.Header())
+	w.Header().Set("Content-Security-Policy", pageCSP)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	b, err := assetFS.ReadFile(name)
 	if err != nil {
 		http.Error(w, "console assets missing", http.StatusInternalServerError)
@@ -454,20 +471,26 @@ func (c *Console) gate(h http.HandlerFunc) http.HandlerFunc {
 }
 
 type sessionInfo struct {
-	Principal    string   `json:"principal,omitempty"`
-	AuthRequired bool     `json:"auth_required"`
-	Demo         bool     `json:"demo"`
-	DemoPool     string   `json:"demo_pool,omitempty"`
-	Statuses     []string `json:"statuses"`
-	Indexer      bool     `json:"indexer"`
+	Principal    string `json:"principal,omitempty"`
+	AuthRequired bool   `json:"auth_required"`
+	// SignedIn says whether a credential was presented (a header or the
+	// sign-in cookie); with optional auth a visitor without one is the
+	// anonymous principal, whom the page offers the sign-in form.
+	SignedIn bool     `json:"signed_in"`
+	Demo     bool     `json:"demo"`
+	DemoPool string   `json:"demo_pool,omitempty"`
+	Statuses []string `json:"statuses"`
+	Indexer  bool     `json:"indexer"`
 	// Stats says whether the principal is answered the counters (GET
 	// /console/api/stats: seesStats); the page shows them only then.
 	Stats bool `json:"stats"`
 }
 
 func (c *Console) session(w http.ResponseWriter, r *http.Request) {
+	cred, _ := r.Context().Value(credentialKey{}).(credential)
 	writeJSON(w, http.StatusOK, sessionInfo{Principal: principalFrom(r.Context()).ID, AuthRequired: c.o.auth != nil,
-		Demo: c.o.demo != nil, DemoPool: c.o.demoPool, Statuses: Statuses, Indexer: !c.o.noIndexer,
+		SignedIn: c.o.auth != nil && cred.scheme != "",
+		Demo:     c.o.demo != nil, DemoPool: c.o.demoPool, Statuses: Statuses, Indexer: !c.o.noIndexer,
 		Stats: seesStats(principalFrom(r.Context()))})
 }
 

@@ -180,7 +180,11 @@
 // in an HttpOnly, SameSite=Strict cookie scoped to /console (Secure over
 // TLS or behind a proxy sending X-Forwarded-Proto: https) for 12 hours,
 // checked on each request like a header and removed from the request
-// before any handler runs. No state is kept on the server: signing out
+// before any handler runs. With optional auth (the scheme none beside
+// others: ingress/AUTH.md) a visitor without a credential is the anonymous
+// principal, served the page as such, which offers the sign-in form
+// (GET /console/login) to a person with a credential, and signing out
+// leads back to it. No state is kept on the server: signing out
 // removes the cookie from the browser, and a copy of it stays valid as
 // long as its credential does. POSTs need the X-E2A-Console header (no
 // cross-site form can send it). Every console answer is nosniff,

@@ -51,6 +51,9 @@ type pipeline struct {
 
 type pipelineOptions struct {
 	auth bool
+	// optional, with auth, enables the scheme none too (optional auth: a
+	// caller without a credential is the anonymous principal).
+	optional bool
 	// authOpts configure the Auth of auth (ingress.WithAuthLimit…).
 	authOpts []ingress.AuthOption
 	console  []console.Option
@@ -81,9 +84,13 @@ func startPipeline(t *testing.T, po pipelineOptions) *pipeline {
 	iopts := []ingress.Option{ingress.WithRegisterer(reg)}
 	copts := []console.Option{console.WithRegisterer(reg), console.WithGatherer(reg)}
 	if po.auth {
-		a, err := ingress.NewAuth(&ingress.AuthConfig{APIKeys: []ingress.Credential{
+		cfg := &ingress.AuthConfig{APIKeys: []ingress.Credential{
 			{Principal: "alice", Secret: keyAlice}, {Principal: "bob", Secret: keyBob}, {Principal: "ops", Secret: keyOps},
-		}, Roles: map[string][]string{"ops": {"audit"}}}, po.authOpts...)
+		}, Roles: map[string][]string{"ops": {"audit"}}}
+		if po.optional {
+			cfg.Schemes = []string{"none", "apiKey"}
+		}
+		a, err := ingress.NewAuth(cfg, po.authOpts...)
 		if err != nil {
 			t.Fatal(err)
 		}

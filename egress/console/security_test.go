@@ -23,6 +23,7 @@ func TestConsoleSecurityHeadersOnEveryAnswer(t *testing.T) {
 	}{
 		{"GET", "/console", false, nil},
 		{"GET", "/console/", false, []string{"X-Api-Key", keyAlice}},
+		{"GET", "/console/login", false, nil},
 		{"GET", "/console/assets/console.js", false, nil},
 		{"GET", "/console/assets/login.js", false, nil},
 		{"GET", "/console/assets/console.css", false, nil},

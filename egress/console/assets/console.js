@@ -799,7 +799,12 @@ async function init() {
     return;
   }
   const who = $('who');
-  if (session.auth_required) {
+  if (session.auth_required && !session.signed_in) {
+    // Optional auth: a visitor without a credential is the anonymous
+    // principal; a person with one signs in on the form.
+    who.replaceChildren('not signed in (', el('b', {text: session.principal || '?'}), ') · ',
+      el('a', {href: '/console/login', text: 'sign in'}));
+  } else if (session.auth_required) {
     const out = el('button', {type: 'button', class: 'link', text: 'sign out'});
     out.addEventListener('click', async () => {
       forgetStored();

@@ -29,7 +29,10 @@ document.getElementById('login').addEventListener('submit', async (ev) => {
       if (wait) msg = msg.replace(/;? *retry in \d+ s$/, ''); // said once, in words
       throw new Error(msg + wait);
     }
-    location.reload();
+    // The form at /console/login leads to the console; the one /console
+    // answered in its place shows it once reloaded.
+    if (location.pathname === '/console/login') location.replace('/console');
+    else location.reload();
   } catch (e) {
     err.textContent = 'Sign-in failed: ' + e.message;
     err.hidden = false;
