@@ -134,7 +134,11 @@
 // request), under the signed-in principal (another one signing in in that
 // tab is not shown them; signing out forgets them all): after a reload it
 // shows them again and resumes the stream from the next sequence,
-// dropping any frame it already has. Frames are
+// dropping any frame it already has. A stream egress ends with a
+// retryable error (timeout: no frame within its wait limits, as for a pool
+// whose worker has not started; unavailable) is asked for again 3 s later,
+// from the next sequence (twice as long after each such end without a
+// frame, up to a minute); another error ends the view. Frames are
 // rendered as text, reasoning, tool calls with their arguments and results
 // (joined by call id; arguments or a result sent as JSON text, as the trpc
 // interaction spec and OpenAI write them, shown as the JSON they hold),

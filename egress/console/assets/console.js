@@ -18,6 +18,10 @@ const POLL_MS = 2000;
 // RETRY_MS is how long the page waits before it asks again for a stream
 // that could not be opened for a reason that may pass (503, the network).
 const RETRY_MS = 3000;
+// A stream that egress ends with a retryable error again and again (no
+// frame within its wait, each time) is asked for again after twice the
+// previous wait, up to RETRY_MAX_MS.
+const RETRY_MAX_MS = 60000;
 
 const $ = (id) => document.getElementById(id);
 
@@ -242,7 +246,7 @@ function search(ev) {
 // leaving is set once the page is being left (pagehide).
 let leaving = false;
 
-const detail = {id: null, es: null, frames: [], chars: 0, last: -1, final: false, ended: false, dups: 0, info: null, renderQueued: false, saveTimer: 0, retryTimer: 0};
+const detail = {id: null, es: null, frames: [], chars: 0, last: -1, final: false, ended: false, dups: 0, info: null, renderQueued: false, saveTimer: 0, retryTimer: 0, retries: 0};
 
 // storeKey names the frames of request id kept for the signed-in
 // principal: another principal signing in in this tab (the sign-in
@@ -322,7 +326,7 @@ function closeDetail() {
 function resetDetail(id) {
   closeStream();
   if (detail.saveTimer) saveStored(); // the previous request's frames not written yet
-  Object.assign(detail, {id, frames: [], chars: 0, last: -1, final: false, ended: false, dups: 0, info: null});
+  Object.assign(detail, {id, frames: [], chars: 0, last: -1, final: false, ended: false, dups: 0, info: null, retries: 0});
   $('detail').hidden = false;
   $('layout').classList.add('with-detail');
   for (const tr of document.querySelectorAll('tr.row')) tr.classList.toggle('selected', tr.dataset.id === id);
@@ -525,6 +529,7 @@ function openStream(id, from) {
       return;
     }
     addFrame(f, ev.data, true);
+    detail.retries = 0;
     if (f.is_final) saveStored();
     else scheduleSave();
     scheduleRender();
@@ -546,8 +551,18 @@ function openStream(id, from) {
     if (detail.es !== es) return;
     if (ev.data) { // an error event written by egress: the stream ended without a final frame
       let msg = ev.data;
-      try { const b = JSON.parse(ev.data); msg = (b.error && (b.error.code + ': ' + b.error.message)) || msg; } catch (e) { /* raw */ }
+      let retryable = false;
+      try {
+        const b = JSON.parse(ev.data);
+        msg = (b.error && (b.error.code + ': ' + b.error.message)) || msg;
+        retryable = !!(b.error && b.error.retryable);
+      } catch (e) { /* raw */ }
       closeStream();
+      if (retryable) { // no frame within egress's wait (a pool without a worker yet), unavailable: the frames may come
+        setStreamState('stream ended: ' + msg + ' (retrying)', {'data-state': 'error'});
+        retryLater(id, Math.min(RETRY_MS * 2 ** detail.retries++, RETRY_MAX_MS));
+        return;
+      }
       detail.ended = true;
       scheduleRender();
       setStreamState('stream ended: ' + msg, {'data-state': 'error'});
@@ -589,10 +604,17 @@ async function streamRefused(id) {
     return;
   }
   setStreamState('not available (retrying)', {'data-state': 'error'});
+  retryLater(id, RETRY_MS);
+}
+
+// retryLater opens the stream of request id again, after the frames the
+// page has, once wait (ms) has passed (unless the page has moved on).
+function retryLater(id, wait) {
+  clearTimeout(detail.retryTimer);
   detail.retryTimer = setTimeout(() => {
     detail.retryTimer = 0;
     if (detail.id === id && !detail.es && !detail.final) openStream(id, detail.last + 1);
-  }, RETRY_MS);
+  }, wait);
 }
 
 function addFrame(f, raw, live) {
