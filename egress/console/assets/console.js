@@ -173,7 +173,16 @@ async function refreshList() {
   try {
     page = await api('/console/api/requests?' + params);
   } catch (e) {
-    if (gen === list.gen) $('page-info').textContent = 'list unavailable: ' + e.message;
+    if (gen !== list.gen) return;
+    $('page-info').textContent = 'list unavailable: ' + e.message;
+    if (!list.last) {
+      // A new search or page that failed (refused, or unreadable): the
+      // rows shown are not its answer. A live refresh keeps them.
+      list.page = null;
+      $('requests').tBodies[0].replaceChildren();
+      $('empty').hidden = true;
+      $('older').disabled = true;
+    }
     return;
   }
   if (gen !== list.gen) return;
