@@ -138,7 +138,10 @@
 // retryable error (timeout: no frame within its wait limits, as for a pool
 // whose worker has not started; unavailable) is asked for again 3 s later,
 // from the next sequence (twice as long after each such end without a
-// frame, up to a minute); another error ends the view. Frames are
+// frame, up to a minute); another error ends the view, as does a stream
+// refused with an error that is not retryable (410 frames_expired: its
+// frames are no longer held; the message names `e2a replay`), said as
+// such. Frames are
 // rendered as text, reasoning, tool calls with their arguments and results
 // (joined by call id; arguments or a result sent as JSON text, as the trpc
 // interaction spec and OpenAI write them, shown as the JSON they hold),

@@ -588,16 +588,22 @@ function openStream(id, from) {
 
 // streamRefused learns why the stream of request id could not be opened
 // (an EventSource does not tell the status): the stream is asked again
-// and the answer's status read, its body left unread. A 404 (no such
-// request, or another principal's: one answer) ends the tries; any other
-// answer (503, the network) is tried again after RETRY_MS. A page being
-// left (its streams closed by the browser) asks nothing.
+// and the answer's status read, and the error of a refusal (a 200's body,
+// the stream, is left unread). A 404 (no such request, or another
+// principal's: one answer) ends the tries, and so does a client error
+// that is not retryable (410 frames_expired: the request's frames are no
+// longer held), said as such; any other answer (503, the network) is
+// tried again after RETRY_MS. A page being left (its streams closed by
+// the browser) asks nothing.
 async function streamRefused(id) {
   if (leaving) return;
   const ac = new AbortController();
   let status = 0;
+  let err = null;
   try {
-    status = (await fetch(streamURL(id, detail.last + 1), {credentials: 'same-origin', headers: {'Accept': 'text/event-stream'}, signal: ac.signal})).status;
+    const r = await fetch(streamURL(id, detail.last + 1), {credentials: 'same-origin', headers: {'Accept': 'text/event-stream'}, signal: ac.signal});
+    status = r.status;
+    if (status >= 400 && status < 500) err = ((await r.json().catch(() => null)) || {}).error || null;
   } catch (e) {
     /* the network: try again */
   }
@@ -610,6 +616,12 @@ async function streamRefused(id) {
   }
   if (status === 404) {
     showMissing('unknown, or not visible to this sign-in');
+    return;
+  }
+  if (err && err.retryable === false) {
+    detail.ended = true;
+    scheduleRender();
+    setStreamState('not available: ' + err.code + ': ' + err.message, {'data-state': 'error'});
     return;
   }
   setStreamState('not available (retrying)', {'data-state': 'error'});
@@ -760,7 +772,7 @@ function renderTranscript() {
   else if (end && end.response_kind === 'e2a.error') parts.push(el('section', {class: 't-error'}, el('h4', {text: 'Failed'}), errorBox(end.body || {})));
   else if (end) parts.push(el('section', {class: 't-complete'}, el('h4', {text: 'Completed'}), el('pre', {class: 'json', text: pretty(end.body && end.body.result)})));
   else if (detail.frames.length) parts.push(el('p', {class: 'muted typing', text: 'streaming…'}));
-  else parts.push(el('p', {class: 'muted', text: 'no frame yet'}));
+  else parts.push(el('p', {class: 'muted', text: detail.ended ? 'no frame to show' : 'no frame yet'}));
   $('transcript').replaceChildren(...parts);
 }
 
