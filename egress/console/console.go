@@ -567,9 +567,12 @@ type RequestDetail struct {
 	Entry *Entry `json:"entry"`
 	// Envelope is the stored envelope without auth fields, nil when
 	// E2A_REQUESTS no longer holds it.
-	Envelope      map[string]any `json:"envelope"`
-	ReplayCommand string         `json:"replay_command"`
-	StreamURL     string         `json:"stream_url"`
+	Envelope map[string]any `json:"envelope"`
+	// History says the detail was read from the audit history (egress's
+	// WithHistory): the hot streams no longer hold the request.
+	History       bool   `json:"history,omitempty"`
+	ReplayCommand string `json:"replay_command"`
+	StreamURL     string `json:"stream_url"`
 }
 
 // requestID is the request id a detail or stream call names: its path
@@ -592,23 +595,49 @@ func (c *Console) getRequest(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "bad_request", "invalid request id")
 		return
 	}
-	ctx := r.Context()
-	may, err := c.mayRead(ctx, id)
-	if err == nil && may {
-		var d RequestDetail
-		if d, may, err = c.detail(ctx, id); err == nil && may {
-			writeJSON(w, http.StatusOK, d)
-			return
-		}
-	}
-	if err != nil {
+	d, found, err := c.findDetail(r.Context(), id)
+	switch {
+	case errors.Is(err, egress.ErrHistoryCorrupt):
+		// Permanent, as on egress's GET: retrying reads the same batch.
+		apiError(w, http.StatusInternalServerError, egress.CodeHistoryCorrupt, egress.ClientMessage(err))
+	case err != nil:
 		// An unreadable stream is not an absent request: the page (and
 		// any client) tries again, as on egress's GET.
 		c.o.log.Warn("console: request lookup failed", "err", err)
 		apiError(w, http.StatusServiceUnavailable, "unavailable", "the request could not be read; retry")
-		return
+	case found:
+		writeJSON(w, http.StatusOK, d)
+	default:
+		apiError(w, http.StatusNotFound, "not_found", egress.NotFoundMessage)
 	}
-	apiError(w, http.StatusNotFound, "not_found", egress.NotFoundMessage)
+}
+
+// findDetail is the detail of request id for the principal of ctx: from
+// the hot streams, else from the audit history (egress's WithHistory),
+// as egress's GET /v1/requests/{id} answers it. found is false for a
+// request neither holds, or another principal's (the same answer).
+func (c *Console) findDetail(ctx context.Context, id string) (d RequestDetail, found bool, err error) {
+	may, err := c.mayRead(ctx, id)
+	if err != nil {
+		return d, false, err
+	}
+	if may {
+		if d, found, err = c.detail(ctx, id); err != nil || found {
+			return d, found, err
+		}
+	}
+	// The hot streams hold none of it for this principal (or another's
+	// envelope: the History is asked all the same, as egress asks it, so
+	// that the work tells no more than the answer).
+	if c.svc == nil {
+		return d, false, nil
+	}
+	env, err := c.svc.HistoricEnvelope(ctx, principalFrom(ctx), id)
+	if err != nil || env == nil {
+		return d, false, err
+	}
+	return RequestDetail{RequestID: id, Envelope: RedactEnvelope(env), History: true, ReplayCommand: ReplayCommand(id),
+		StreamURL: "/console/api/requests/" + egress.PathSegment(id) + "/stream"}, true, nil
 }
 
 // detail reads what GET /console/api/requests/{id} answers; found is false

@@ -128,7 +128,13 @@
 // an API key on an EventSource. (A request whose id is "." or ".." is
 // asked for as /console/api/request?id= and /console/api/request/stream?id=:
 // a browser resolves such a path segment, escaped or not, as a dot
-// segment.) The page keeps the frames it showed in
+// segment.) GET /console/api/requests/{id}, the request's detail (its
+// envelope, without secrets, and its index entry), is read from the hot
+// streams, else, as egress's GET /v1/requests/{id} answers it, from the
+// audit history (egress.WithHistory; "history": true, no entry), to the
+// principal the envelope's owner allows: another principal's request is
+// answered as an unknown one (404), and a failed history lookup 503,
+// retryable. The page keeps the frames it showed in
 // sessionStorage (written at most once a second, at the final frame and
 // when the page is left; up to 2,000 frames or 2 million characters per
 // request), under the signed-in principal (another one signing in in that
