@@ -264,6 +264,8 @@ func (c *Console) Close() {
 //	                                           the request "." or ".." (a browser resolves such a path
 //	                                           segment, escaped too, as a dot segment)
 //	GET  /console/api/stats                    per-stage counters, consumers, streams
+//	GET  /console/api/tasks/{task}/push        a task's push configs and their delivery state (WithPushView)
+//	GET  /console/api/task/push?id=            the same, the task in the query (the task "." or "..")
 //	POST /console/api/demo                     start a demo request through ingress (WithDemo)
 func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console", c.page)
@@ -280,6 +282,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console/api/request/stream", c.gate(c.streamRequest))
 	mux.HandleFunc("GET /console/api/stats", c.gate(c.getStats))
 	mux.HandleFunc("GET /console/api/tasks/{task}/push", c.gate(c.taskPush))
+	mux.HandleFunc("GET /console/api/task/push", c.gate(c.taskPush))
 	mux.HandleFunc("POST /console/api/demo", c.gate(c.startDemo))
 	// Another method on an API path gets the console's JSON error with
 	// Allow (the router's own 405 is text the page cannot read).
@@ -291,7 +294,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 		"/console/api/requests/{id}": get, "/console/api/requests/{id}/stream": get,
 		"/console/api/request": get, "/console/api/request/stream": get,
 		"/console/api/stats": get, "/console/api/tasks/{task}/push": get,
-		"/console/api/demo": post,
+		"/console/api/task/push": get, "/console/api/demo": post,
 	} {
 		mux.HandleFunc(path, withSecurityHeaders(egress.MethodNotAllowed(allow...)))
 	}

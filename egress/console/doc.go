@@ -176,6 +176,8 @@
 // a task and their delivery state ([TaskPush]), for the task's owner only
 // (another principal's task lists no config; the audit and admin roles
 // name the owner with ?user=); a request's detail shows them for its task.
+// (The page asks for the task "." or ".." as /console/api/task/push?id=,
+// as it asks for such a request.)
 // Only the webhook's host is shown, never its path, query, token or
 // credentials.
 //

@@ -45,7 +45,15 @@ func (c *Console) taskPush(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "not_found", "push notifications are not served by this process")
 		return
 	}
+	// The task is the path's segment, or, on the route that takes it in
+	// the query (how the page asks for the task "." or ".."), ?id=.
 	task := r.PathValue("task")
+	if task == "" {
+		if task = r.URL.Query().Get("id"); task == "" {
+			apiError(w, http.StatusBadRequest, "bad_request", "missing task id (?id=)")
+			return
+		}
+	}
 	if err := subjects.ValidateID(task); err != nil {
 		apiError(w, http.StatusBadRequest, "bad_request", "invalid task id")
 		return

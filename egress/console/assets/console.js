@@ -78,6 +78,14 @@ function requestURL(id, suffix) {
   return '/console/api/requests/' + pathSegment(id) + suffix;
 }
 
+// taskPushURL is the console API's URL of task id's push configs, ending
+// in '?' or '&' for the parameters to follow: the task "." or ".." goes in
+// the query, as requestURL puts such a request id.
+function taskPushURL(id) {
+  if (id === '.' || id === '..') return '/console/api/task/push?id=' + encodeURIComponent(id) + '&';
+  return '/console/api/tasks/' + pathSegment(id) + '/push?';
+}
+
 // Envelopes and frames arrive with their secrets already replaced by the
 // server (package redact: the same rule as the normalizer and the logs).
 const pretty = (v) => JSON.stringify(v, null, 2);
@@ -416,7 +424,7 @@ async function loadPush(id, env) {
   if (!env.task_id) { clear(); return; }
   let p;
   try {
-    p = await api('/console/api/tasks/' + pathSegment(env.task_id) + '/push?user=' + encodeURIComponent(env.user_id || ''));
+    p = await api(taskPushURL(env.task_id) + 'user=' + encodeURIComponent(env.user_id || ''));
   } catch (e) {
     return; // no push view in this process, or none readable: what is shown stays
   }
