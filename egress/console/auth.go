@@ -3,8 +3,9 @@ package console
 import (
 	"encoding/base64"
 	"encoding/json"
-	"io"
+	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -161,12 +162,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	stripCredentials(r.Header)
 	var lr loginRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 2*maxSecretLen)).Decode(&lr); err != nil {
-		apiError(w, http.StatusBadRequest, "bad_request", `body must be {"scheme":"apiKey"|"bearer","secret":"…"}`)
+	if !decodeBody(w, r, 2*maxSecretLen, &lr, `{"scheme":"apiKey"|"bearer","secret":"…"}`) {
 		return
 	}
 	lr.Secret = strings.TrimSpace(lr.Secret)
-	if (lr.Scheme != SchemeAPIKey && lr.Scheme != SchemeBearer) || lr.Secret == "" || len(lr.Secret) > maxSecretLen {
+	if len(lr.Secret) > maxSecretLen {
+		apiError(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the secret is longer than "+strconv.Itoa(maxSecretLen)+" bytes")
+		return
+	}
+	if (lr.Scheme != SchemeAPIKey && lr.Scheme != SchemeBearer) || lr.Secret == "" {
 		apiError(w, http.StatusBadRequest, "bad_request", `scheme must be "apiKey" or "bearer" and the secret non-empty`)
 		return
 	}
@@ -194,4 +198,26 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/console", MaxAge: -1,
 		HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteStrictMode})
 	writeJSON(w, http.StatusOK, map[string]any{"signed_out": true})
+}
+
+// codeBodyTooLarge is the error code of a body over its limit, as the
+// E2A front door names it.
+const codeBodyTooLarge = "body_too_large"
+
+// decodeBody decodes the JSON body of r, of at most limit bytes, into v.
+// It answers a larger body 413 body_too_large, saying so, and one that
+// does not decode 400 bad_request naming shape, and then returns false.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, shape string) bool {
+	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit)).Decode(v)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		apiError(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge,
+			"the body is larger than "+strconv.FormatInt(limit>>10, 10)+" KiB")
+	case err != nil:
+		apiError(w, http.StatusBadRequest, "bad_request", "body must be "+shape)
+	default:
+		return true
+	}
+	return false
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -810,8 +809,7 @@ func (c *Console) startDemo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var d demoRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&d); err != nil {
-		apiError(w, http.StatusBadRequest, "bad_request", "body must be {\"text\":…,\"frames\":…,\"delay_ms\":…}")
+	if !decodeBody(w, r, 64<<10, &d, `{"text":…,"frames":…,"delay_ms":…}`) {
 		return
 	}
 	if d.Text == "" {
