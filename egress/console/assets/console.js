@@ -156,7 +156,7 @@ const list = {cursors: [], before: 0, last: '', query: {}, gen: 0};
 function readFilters() {
   const f = $('filters');
   const q = {};
-  for (const k of ['request_id', 'task', 'session', 'user', 'status']) {
+  for (const k of ['request_id', 'task', 'session', 'context', 'user', 'status']) {
     const v = f.elements[k].value.trim();
     if (v) q[k] = v;
   }
@@ -234,7 +234,7 @@ function taskLatest(e) {
 }
 
 // FILTER_NAMES are the filters' names as the form labels them.
-const FILTER_NAMES = {request_id: 'request id', task: 'task', session: 'session', user: 'user', status: 'status', since: 'since', until: 'until'};
+const FILTER_NAMES = {request_id: 'request id', task: 'task', session: 'session', context: 'context', user: 'user', status: 'status', since: 'since', until: 'until'};
 
 // emptyText says why the list is empty: nothing yet, no older page, or
 // nothing matching the filters it names.
