@@ -65,7 +65,8 @@ type ConsumerStats struct {
 	Pool         string `json:"pool,omitempty"`
 	NoLiveWorker bool   `json:"no_live_worker,omitempty"`
 	// Upstream names a bridge pool's upstream ("openai http://host:8000"),
-	// as its bridge published it (bridge.PoolInfo; no credential).
+	// as its bridge published it (bridge.PoolInfo; no credential); a
+	// built-in pool names its kind alone ("builtin").
 	Upstream string `json:"upstream,omitempty"`
 }
 
@@ -343,7 +344,8 @@ func (s *statsSource) streamState(ctx context.Context) ([]ConsumerStats, []Strea
 			if pool, ok := strings.CutPrefix(ci.Name, "agent-"); ok && name == streams.RequestsStream {
 				cs.Pool, cs.NoLiveWorker = pool, !s.live(pool, ci)
 				if info, found, err := bridge.LookupPool(ctx, s.js, pool); err == nil && found {
-					cs.Upstream = info.Kind + " " + info.Upstream
+					// A built-in pool (tck-basic) names no address.
+					cs.Upstream = strings.TrimSpace(info.Kind + " " + info.Upstream)
 				}
 			}
 			consumers = append(consumers, cs)

@@ -55,3 +55,31 @@ func TestStatsNameUpstream(t *testing.T) {
 		t.Fatalf("no agent-demo consumer: %+v", st)
 	}
 }
+
+// TestStatsUpstreamWithoutAddress: a pool whose bridge info names a kind
+// and no address (the built-in tck-basic: kind "builtin") reads
+// "builtin", not "builtin " with a trailing space.
+func TestStatsUpstreamWithoutAddress(t *testing.T) {
+	t.Parallel()
+	p := startPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	conv, err := bridge.OpenConversations(ctx, natstest.JetStream(t, p.nc), streams.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conv.PublishPool(ctx, bridge.PoolInfo{Pool: "demo", Kind: "builtin", Name: "built in"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the agent-demo consumer, upstream \"builtin\"", func() bool {
+		_, b := p.do(t, "GET", "/console/api/stats", "")
+		for _, c := range decode[console.Stats](t, b).Consumers {
+			if c.Name == "agent-demo" {
+				if c.Upstream != "builtin" {
+					t.Fatalf("agent-demo upstream %q, want \"builtin\"", c.Upstream)
+				}
+				return true
+			}
+		}
+		return false
+	})
+}
