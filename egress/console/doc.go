@@ -134,7 +134,8 @@
 // audit history (egress.WithHistory; "history": true, no entry), to the
 // principal the envelope's owner allows: another principal's request is
 // answered as an unknown one (404), and a failed history lookup 503,
-// retryable. The page keeps the frames it showed in
+// retryable (the page asks for a detail answered so, or not answered,
+// again 3 s later, as it asks for the stream). The page keeps the frames it showed in
 // sessionStorage (written at most once a second, at the final frame and
 // when the page is left; up to 2,000 frames or 2 million characters per
 // request), under the signed-in principal (another one signing in in that

@@ -3,8 +3,10 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -17,12 +19,17 @@ import (
 )
 
 // memHistory is an egress.History holding the requests copied into it.
+// While fail is set, every lookup fails (a history that cannot be read).
 type memHistory struct {
 	mu   sync.Mutex
 	reqs map[string]egress.HistoricRequest
+	fail atomic.Bool
 }
 
 func (h *memHistory) Request(_ context.Context, id string) (egress.HistoricRequest, error) {
+	if h.fail.Load() {
+		return egress.HistoricRequest{}, errors.New("the history cannot be read")
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r, ok := h.reqs[id]

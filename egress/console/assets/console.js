@@ -56,9 +56,14 @@ async function api(path, opts = {}) {
   if (r.status === 401) {
     forgetStored(); // signed out: the next sign-in may be someone else's
     location.reload(); // the server answers the sign-in page
-    throw new Error('signed out');
+    throw Object.assign(new Error('signed out'), {status: 401});
   }
-  if (!r.ok) throw new Error((body && body.error && body.error.message) || r.statusText);
+  if (!r.ok) {
+    const e = new Error((body && body.error && body.error.message) || r.statusText);
+    e.status = r.status;
+    e.retryable = !!(body && body.error && body.error.retryable);
+    throw e;
+  }
   return body;
 }
 
@@ -263,7 +268,7 @@ function search(ev) {
 // leaving is set once the page is being left (pagehide).
 let leaving = false;
 
-const detail = {id: null, es: null, frames: [], chars: 0, last: -1, final: false, ended: false, dups: 0, info: null, renderQueued: false, saveTimer: 0, retryTimer: 0, retries: 0};
+const detail = {id: null, es: null, frames: [], chars: 0, last: -1, final: false, ended: false, dups: 0, info: null, renderQueued: false, saveTimer: 0, retryTimer: 0, retries: 0, infoTimer: 0};
 
 // storeKey names the frames of request id kept for the signed-in
 // principal: another principal signing in in this tab (the sign-in
@@ -332,6 +337,8 @@ function closeStream() {
 
 function closeDetail() {
   closeStream();
+  clearTimeout(detail.infoTimer);
+  detail.infoTimer = 0;
   if (detail.saveTimer) saveStored(); // the frames not written yet
   detail.id = null;
   $('detail').hidden = true;
@@ -342,6 +349,8 @@ function closeDetail() {
 // resetDetail shows the detail view, emptied, for request id.
 function resetDetail(id) {
   closeStream();
+  clearTimeout(detail.infoTimer);
+  detail.infoTimer = 0;
   if (detail.saveTimer) saveStored(); // the previous request's frames not written yet
   Object.assign(detail, {id, frames: [], chars: 0, last: -1, final: false, ended: false, dups: 0, info: null, retries: 0});
   $('detail').hidden = false;
@@ -392,12 +401,24 @@ async function openDetail(id) {
   openStream(id, from);
 }
 
+// loadInfo shows the summary of request id. An answer worth retrying
+// (503 unavailable, 429; no answer at all) is asked for again after
+// RETRY_MS, as the stream is, while the request stays open.
 async function loadInfo(id) {
   let d;
   try {
     d = await api(requestURL(id, ''));
   } catch (e) {
-    if (detail.id === id) $('d-summary').replaceChildren(el('p', {class: 'error', text: e.message}));
+    if (detail.id !== id) return;
+    const again = e.retryable || e.status === undefined;
+    $('d-summary').replaceChildren(el('p', {class: 'error', text: e.message + (again ? ' (retrying)' : '')}));
+    if (again) {
+      clearTimeout(detail.infoTimer);
+      detail.infoTimer = setTimeout(() => {
+        detail.infoTimer = 0;
+        if (detail.id === id) loadInfo(id);
+      }, RETRY_MS);
+    }
     return;
   }
   if (detail.id !== id) return;
