@@ -31,7 +31,15 @@ const (
 	cookieName   = "e2a_console"
 	csrfHeader   = "X-E2A-Console"
 	headerAPIKey = "X-Api-Key"
-	maxSecretLen = 4096
+	// maxSecretLen is the longest secret the cookie holds: a browser
+	// keeps a cookie of up to 4,096 bytes of name and value (RFC 6265
+	// §6.1's minimum, and Chromium's and Firefox's limit), and drops a
+	// longer one without a word. The value is "k." or "b." and the
+	// secret in unpadded base64.
+	maxSecretLen = (maxCookieLen - len(cookieName) - 2) * 3 / 4
+	maxCookieLen = 4096
+	// maxLoginBody bounds the body of a sign-in.
+	maxLoginBody = 8 << 10
 )
 
 // Credential schemes a person can sign in with.
@@ -162,12 +170,13 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	stripCredentials(r.Header)
 	var lr loginRequest
-	if !decodeBody(w, r, 2*maxSecretLen, &lr, `{"scheme":"apiKey"|"bearer","secret":"…"}`) {
+	if !decodeBody(w, r, maxLoginBody, &lr, `{"scheme":"apiKey"|"bearer","secret":"…"}`) {
 		return
 	}
 	lr.Secret = strings.TrimSpace(lr.Secret)
 	if len(lr.Secret) > maxSecretLen {
-		apiError(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the secret is longer than "+strconv.Itoa(maxSecretLen)+" bytes")
+		apiError(w, http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the secret is longer than "+strconv.Itoa(maxSecretLen)+
+			" bytes, more than a browser's cookie holds, where the sign-in keeps it: send it in X-Api-Key or Authorization instead")
 		return
 	}
 	if (lr.Scheme != SchemeAPIKey && lr.Scheme != SchemeBearer) || lr.Secret == "" {

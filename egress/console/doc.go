@@ -204,7 +204,9 @@
 // removes the cookie from the browser, and a copy of it stays valid as
 // long as its credential does. POSTs need the X-E2A-Console header (no
 // cross-site form can send it). A sign-in's body is at most 8 KiB, its
-// secret 4,096 bytes, a demo request's body (POST /console/api/demo) 64
+// secret 3,062 bytes (the most a browser's cookie, 4,096 bytes of name
+// and value, holds in base64: a longer one is refused, not dropped by the
+// browser unsaid), a demo request's body (POST /console/api/demo) 64
 // KiB: a larger one is answered 413 body_too_large, saying so. Every console answer is nosniff,
 // no-referrer and may not be framed; the page runs under a strict
 // Content-Security-Policy (its own script and style sheet only), every

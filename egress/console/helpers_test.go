@@ -54,6 +54,8 @@ type pipelineOptions struct {
 	// optional, with auth, enables the scheme none too (optional auth: a
 	// caller without a credential is the anonymous principal).
 	optional bool
+	// keys are API keys beside alice's, bob's and ops's.
+	keys []ingress.Credential
 	// authOpts configure the Auth of auth (ingress.WithAuthLimit…).
 	authOpts []ingress.AuthOption
 	console  []console.Option
@@ -87,6 +89,7 @@ func startPipeline(t *testing.T, po pipelineOptions) *pipeline {
 		cfg := &ingress.AuthConfig{APIKeys: []ingress.Credential{
 			{Principal: "alice", Secret: keyAlice}, {Principal: "bob", Secret: keyBob}, {Principal: "ops", Secret: keyOps},
 		}, Roles: map[string][]string{"ops": {"audit"}}}
+		cfg.APIKeys = append(cfg.APIKeys, po.keys...)
 		if po.optional {
 			cfg.Schemes = []string{"none", "apiKey"}
 		}
