@@ -43,8 +43,11 @@
 //     description and metadata (artifact_name, artifact_description,
 //     artifact_metadata: on its first chunk, and again when an appended
 //     update changes the metadata) and the text part's metadata
-//     (artifact_part_metadata, on each chunk of that part), which the
-//     renderers give the artifact and its part;
+//     (artifact_part_metadata, on each chunk of that part), and its
+//     mediaType and filename (artifact_part_fields, on each chunk of
+//     that part; on a native frame, below, of a text or data part's:
+//     A2A v0.3's text and data parts, the frames' shape, have neither),
+//     which the renderers give the artifact and its part;
 //   - any other data part, and a file part (bytes or URL): an
 //     a2a.stream_event frame of branch artifact_update (the A2A v0.3
 //     TaskArtifactUpdateEvent with the part, the artifact's id, its name

@@ -2,6 +2,7 @@ package a2abridge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // turn is one request's conversation with the agent.
@@ -57,8 +59,13 @@ type turn struct {
 	named    map[a2a.ArtifactID]bool
 	sentMeta map[a2a.ArtifactID]map[string]any
 	// partMeta is the text part metadata the frames' metadata carries
-	// now (artifact_part_metadata), on every chunk of a part with some.
-	partMeta map[string]any
+	// now (artifact_part_metadata), on every chunk of a part with some;
+	// partFields the A2A v1.0 fields of the frame's parts that v0.3's
+	// text and data parts lack (artifact_part_fields: mediaType,
+	// filename), on every chunk of a part with some and on every native
+	// frame of parts with some.
+	partMeta   map[string]any
+	partFields []any
 	// said holds the ids of the agent's messages the turn need not
 	// write: those it wrote (status messages), and those the task held
 	// before it (a continuation's, base) or when a takeover first saw it;
@@ -551,6 +558,7 @@ func (t *turn) snapshot(a *a2a.Artifact) error {
 		if done := w.text[kind]; len(c.full[kind]) > len(done) {
 			pc := textPiece(kind, c.full[kind][len(done):])
 			pc.part.Metadata = withThought(c.meta[kind], kind)
+			pc.part.MediaType, pc.part.Filename = c.media[kind], c.filename[kind]
 			if err := t.write(a.ID, a, pc); err != nil {
 				return err
 			}
@@ -590,7 +598,7 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 	if len(parts) == 0 {
 		return nil // an artifact_update has a part at least (a2a.proto)
 	}
-	if err := t.metadata(a.ID, nil, nil); err != nil {
+	if err := t.metadata(a.ID, nil, nil, a2amap.PartFields(parts...)); err != nil {
 		return err
 	}
 	t.tail = ""
@@ -630,10 +638,14 @@ type contents struct {
 	kinds  []string
 	others []piece
 	meta   map[string]map[string]any
+	// media and filename are the mediaType and filename of the text
+	// parts of each kind (the last part's that has one).
+	media, filename map[string]string
 }
 
 func contentsOf(a *a2a.Artifact) contents {
-	c := contents{full: map[string]string{}, meta: map[string]map[string]any{}}
+	c := contents{full: map[string]string{}, meta: map[string]map[string]any{},
+		media: map[string]string{}, filename: map[string]string{}}
 	for _, p := range a.Parts {
 		pc := pieceOf(p)
 		switch s, ok := pc.delta.(string); {
@@ -643,6 +655,8 @@ func contentsOf(a *a2a.Artifact) contents {
 				c.kinds = append(c.kinds, pc.kind)
 			}
 			c.full[pc.kind] += s
+			c.media[pc.kind] = cmp.Or(pc.part.MediaType, c.media[pc.kind])
+			c.filename[pc.kind] = cmp.Or(pc.part.Filename, c.filename[pc.kind])
 			if md := partMetadata(pc); md != nil {
 				if c.meta[pc.kind] == nil {
 					c.meta[pc.kind] = map[string]any{}
@@ -692,7 +706,11 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 	if chunk && pc.kind != e2a.DeltaTool {
 		partMeta = partMetadata(pc)
 	}
-	if err := t.metadata(id, label, partMeta); err != nil {
+	var fields []any
+	if pc.kind != e2a.DeltaTool {
+		fields = a2amap.PartFields(pc.part)
+	}
+	if err := t.metadata(id, label, partMeta, fields); err != nil {
 		return err
 	}
 	if label != nil {
@@ -739,13 +757,16 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 // to the artifact, an appended update's metadata merged into its) when
 // label is not nil, for the next frame only, and partMeta
 // (artifact_part_metadata: the renderers give it to the chunk's text
-// part) for every next frame until it changes. The writer's metadata is
-// set only when it changes: setting it ends the text coalescing.
-func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[string]any) error {
+// part) and fields (artifact_part_fields: the mediaType and filename of
+// the frame's parts, a2amap.PartFields) for every next frame until they
+// change. The writer's metadata is set only when it changes: setting it
+// ends the text coalescing.
+func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[string]any, fields []any) error {
 	if id == "" {
-		partMeta = nil // a message's text: no artifact (none for the A2A renderers)
+		partMeta, fields = nil, nil // a message's text: no artifact (none for the A2A renderers)
 	}
-	if id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) {
+	if id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) &&
+		reflect.DeepEqual(fields, t.partFields) {
 		return nil
 	}
 	var md map[string]any
@@ -763,11 +784,14 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 		if len(partMeta) > 0 {
 			md["artifact_part_metadata"] = partMeta
 		}
+		if len(fields) > 0 {
+			md[a2amap.MetaArtifactPartFields] = fields
+		}
 	}
 	if err := t.w.SetMetadata(md); err != nil {
 		return err
 	}
-	t.artifact, t.labeled, t.partMeta = id, label != nil && id != "", partMeta
+	t.artifact, t.labeled, t.partMeta, t.partFields = id, label != nil && id != "", partMeta, fields
 	return nil
 }
 

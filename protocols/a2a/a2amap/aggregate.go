@@ -29,6 +29,9 @@ type aggMsg struct {
 	// text and reasoning parts (partMetadata, every frame's merged).
 	label                 label
 	textMeta, thoughtMeta map[string]any
+	// textFields and thoughtFields are the A2A v1.0 fields of those parts
+	// (MetaArtifactPartFields: the last frame's that has some).
+	textFields, thoughtFields []any
 	// art, when set, is the id of that artifact (the result of a request
 	// that streamed no text: Mapper.artifactID, as its stream names it).
 	art a2a.ArtifactID
@@ -273,14 +276,16 @@ func (a *Aggregator) addPiece(r *e2a.Response, p piece) {
 	}
 	if p.group == "content" {
 		cur.label = cur.label.add(artifactLabel(r))
-		pm := partMetadata(r)
+		pm, pf := partMetadata(r), partFieldsOf(r)
 		for _, part := range p.parts {
 			if text, ok := part.Content.(a2a.Text); ok {
 				if p.thought {
 					cur.thoughtMeta = mergeMeta(cur.thoughtMeta, pm)
+					cur.thoughtFields = orFields(pf, cur.thoughtFields)
 					cur.thought.WriteString(string(text))
 				} else {
 					cur.textMeta = mergeMeta(cur.textMeta, pm)
+					cur.textFields = orFields(pf, cur.textFields)
 					cur.text.WriteString(string(text))
 					cur.texts = true
 				}
@@ -376,10 +381,14 @@ func (a *Aggregator) seal() {
 func (m *aggMsg) textParts(text func(sb *strings.Builder) string) a2a.ContentParts {
 	var parts a2a.ContentParts
 	if m.thought.Len() > 0 {
-		parts = append(parts, textPart(text(&m.thought), withPartMeta(map[string]any{MetaThought: true}, m.thoughtMeta)))
+		p := textPart(text(&m.thought), withPartMeta(map[string]any{MetaThought: true}, m.thoughtMeta))
+		setPartFields(a2a.ContentParts{p}, m.thoughtFields)
+		parts = append(parts, p)
 	}
 	if m.texts {
-		parts = append(parts, textPart(text(&m.text), m.textMeta))
+		p := textPart(text(&m.text), m.textMeta)
+		setPartFields(a2a.ContentParts{p}, m.textFields)
+		parts = append(parts, p)
 	}
 	return parts
 }

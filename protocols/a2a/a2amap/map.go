@@ -46,6 +46,17 @@ const (
 	// MetaArtifactMetadata every chunk of the part carries it (the
 	// writer coalesces only chunks of the same metadata).
 	MetaArtifactPartMetadata = "artifact_part_metadata"
+	// MetaArtifactPartFields, a JSON array in the metadata of a text or
+	// reasoning chunk's frame or of an a2a.stream_event artifact_update
+	// frame, holds the A2A v1.0 Part fields of the frame's parts that
+	// A2A v0.3's text and data parts (the shape of a2a.* bodies, spec
+	// §12.5) do not have: element i, an object with mediaType and/or
+	// filename, is part i's (a chunk's: its one part's; {} for a part with
+	// neither). The renderers give them to the parts of the A2A v1.0
+	// events and of the task (A2A v0.3 has nowhere to put them). The A2A
+	// bridge writes it for an agent's parts that have them, on every
+	// chunk of such a part (chunks of the same fields coalesce).
+	MetaArtifactPartFields = "artifact_part_fields"
 )
 
 // Object types and tags of the trpc A2A interaction spec.
@@ -601,6 +612,9 @@ func nativeV1(r *e2a.Response) (ev a2a.Event, final bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: A2A event: %v", ErrInvalidFrame, err)
 	}
+	if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && au.Artifact != nil {
+		setPartFields(au.Artifact.Parts, partFieldsOf(r))
+	}
 	return ev, final, nil
 }
 
@@ -975,6 +989,7 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 			l := artifactLabel(r)
 			if p.group == "content" {
 				p.parts[0].Metadata = withPartMeta(p.parts[0].Metadata, partMetadata(r))
+				setPartFields(p.parts, partFieldsOf(r))
 			}
 			evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID,
 				Artifact: &a2a.Artifact{ID: id, Name: l.name, Description: l.description, Metadata: l.meta, Parts: p.parts},

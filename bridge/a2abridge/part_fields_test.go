@@ -1,0 +1,136 @@
+package a2abridge_test
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+)
+
+// fieldsAgent answers with parts that have a mediaType and a filename
+// (A2A v1.0 Part fields): a working status message's data part, a text
+// artifact streamed in two chunks of the same part (appended), and a
+// data artifact; then completed.
+type fieldsAgent struct{}
+
+func withFields(p *a2a.Part, mediaType, filename string) *a2a.Part {
+	p.MediaType, p.Filename = mediaType, filename
+	return p
+}
+
+func (fieldsAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	step := withFields(a2a.NewDataPart(map[string]any{"step": 1.0}), "application/vnd.step+json", "step.json")
+	working := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking,
+		a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("working"), step))
+	first := a2a.NewArtifactUpdateEvent(ec, "doc", withFields(a2a.NewTextPart("# x\n"), "text/markdown", "x.md"))
+	second := a2a.NewArtifactUpdateEvent(ec, "doc", withFields(a2a.NewTextPart("body"), "text/markdown", "x.md"))
+	first.Append, second.Append = false, true
+	data := a2a.NewArtifactUpdateEvent(ec, "data", withFields(a2a.NewDataPart(map[string]any{"k": "v"}), "application/json", "d.json"))
+	data.Append, data.LastChunk = false, true
+	return func(yield func(a2a.Event, error) bool) {
+		_ = yield(a2a.NewSubmittedTask(ec, ec.Message), nil) &&
+			yield(working, nil) && yield(first, nil) && yield(second, nil) && yield(data, nil) &&
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
+	}
+}
+
+func (fieldsAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// partFieldErrors checks that every part of fieldsAgent's answer a client
+// folded (a stream's events, or a task) has its mediaType and filename:
+// the text of artifact doc (joined, whole: want its text), the data
+// artifact's part and the status message's data part (an artifact of its
+// own).
+func partFieldErrors(turn *up.Turn, wantDoc string) []error {
+	var errs []error
+	check := func(what string, p *a2a.Part, mediaType, filename string) {
+		if p.MediaType != mediaType || p.Filename != filename {
+			errs = append(errs, fmt.Errorf("%s: mediaType %q, filename %q; want %q, %q", what, p.MediaType, p.Filename, mediaType, filename))
+		}
+	}
+	doc := turn.Artifacts["doc"]
+	if doc == nil || up.TextOf(doc.Parts) != wantDoc {
+		return append(errs, fmt.Errorf("artifact doc %v, want its text %q", doc, wantDoc))
+	}
+	for i, p := range doc.Parts {
+		check(fmt.Sprintf("doc part %d", i), p, "text/markdown", "x.md")
+	}
+	if d := turn.Artifacts["data"]; d == nil || len(d.Parts) != 1 {
+		errs = append(errs, fmt.Errorf("artifact data %v, want one part", d))
+	} else {
+		check("data part", d.Parts[0], "application/json", "d.json")
+	}
+	steps := 0
+	for id, a := range turn.Artifacts {
+		for _, p := range a.Parts {
+			if d, ok := p.Content.(a2a.Data); ok && fmt.Sprint(d.Value) == "map[step:1]" {
+				steps++
+				check("status message's data part (artifact "+string(id)+")", p, "application/vnd.step+json", "step.json")
+			}
+		}
+	}
+	if steps != 1 {
+		errs = append(errs, fmt.Errorf("%d parts of the status message's data, want 1", steps))
+	}
+	return errs
+}
+
+// TestPartFieldsReachA2AClients: a bridged A2A v1.0 agent's text and
+// data parts keep their mediaType and filename for an A2A v1.0 client of
+// the pipeline, in the stream, in GetTask and in a blocking
+// SendMessage's task; the text chunks of one
+// part still make one text part of the task's artifact; the agent
+// streams, or the bridge reads its task (snapshots). They were dropped
+// (the frames carried a part's metadata only).
+func TestPartFieldsReachA2AClients(t *testing.T) {
+	t.Parallel()
+	for _, streaming := range []bool{true, false} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			t.Parallel()
+			partFieldsTurns(t, serveA2ACard(t, a2asrv.NewHandler(fieldsAgent{}), streaming))
+		})
+	}
+}
+
+// partFieldsTurns asks fieldsAgent at url through the pipeline, an A2A
+// v1.0 client streaming, then sending, and checks its parts' fields
+// (partFieldErrors) in the stream, GetTask and SendMessage's task.
+func partFieldsTurns(t *testing.T, url string) {
+	p := pipetest.Start(t)
+	bridgePool(t, p, "agent", url)
+	c := v1Client(t, p, "agent")
+	turn := up.Collect(t, c.SendStreamingMessage(testCtx(t), up.Msg("fields")), nil)
+	if st := turn.State(); st != a2a.TaskStateCompleted {
+		t.Fatalf("stream ended %s, want completed", st)
+	}
+	for _, err := range partFieldErrors(turn, "# x\nbody") {
+		t.Errorf("stream: %v", err)
+	}
+	task, err := c.GetTask(testCtx(t), &a2a.GetTaskRequest{ID: turn.Task.TaskID})
+	if err != nil {
+		t.Fatalf("GetTask: %v", err)
+	}
+	got := up.NewTurn()
+	got.Add(task)
+	for _, err := range partFieldErrors(got, "# x\nbody") {
+		t.Errorf("GetTask: %v", err)
+	}
+	for _, a := range task.Artifacts {
+		if a.ID == "doc" && len(a.Parts) != 1 {
+			t.Errorf("GetTask: artifact doc has %d parts, want its chunks' one", len(a.Parts))
+		}
+	}
+	for _, err := range partFieldErrors(up.Send(t, c, up.Msg("fields, blocking")), "# x\nbody") {
+		t.Errorf("SendMessage's task: %v", err)
+	}
+}
