@@ -74,7 +74,9 @@
 //     messages count as written, but a completed status's); input-required
 //     and auth-required: the turn ends interrupted with the agent's message,
 //     its text and its data and file parts (a form to fill in), with their
-//     metadata (agent.InterruptWithParts; the Handler scrubs the frame);
+//     metadata (agent.InterruptWithParts; the Handler scrubs the frame)
+//     and the text and data parts' mediaType and filename (the frame's
+//     artifact_part_fields, as the agent's own end below);
 //     completed: e2a.complete, whose result is
 //     {"upstream_task_id", "upstream_context_id", "text"} when deltas were
 //     written and none otherwise (the renderers would make a part of it);

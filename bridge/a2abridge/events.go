@@ -293,7 +293,11 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		t.done = true
 		// The message's other parts (a form to fill in: a data part; a
 		// file) go with its text; the Handler scrubs the frame (final).
-		return agent.InterruptWithParts(t.w, state, text, t.extraParts(st.Message)...)
+		extra, kept := t.extraParts(st.Message)
+		if err := t.statusFields(append(interruptText(st.Message, text), kept...)); err != nil {
+			return err
+		}
+		return agent.InterruptWithParts(t.w, state, text, extra...)
 	case a2a.TaskStateCompleted:
 		t.done = true
 		if t.said[msgID(st.Message)] {
@@ -383,19 +387,54 @@ func (t *turn) end(st a2a.TaskStatus) error {
 	}
 	ev := a2av0.FromV1TaskStatusUpdateEvent(&a2a.TaskStatusUpdateEvent{
 		Status: a2a.TaskStatus{State: st.State, Message: msg, Timestamp: st.Timestamp}})
+	var parts a2a.ContentParts
+	if msg != nil {
+		parts = msg.Parts
+	}
+	if err := t.statusFields(parts); err != nil {
+		return err
+	}
 	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusSucceeded,
 		e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate, Payload: ev}, true)
 }
 
-// extraParts is the parts of m but its text (and thoughts): its data
-// parts and file parts (bytes or URI), with their metadata, as A2A v0.3
-// Part JSON (e2a.InterruptBody's extra parts). A part that does not
-// encode is left out, logged.
-func (t *turn) extraParts(m *a2a.Message) []map[string]any {
-	if m == nil {
+// statusFields sets the frames' artifact_part_fields (a2amap.PartFields)
+// to those of parts, the parts of the message of the status frame written
+// next, keeping the rest of their metadata.
+func (t *turn) statusFields(parts a2a.ContentParts) error {
+	fields := a2amap.PartFields(parts...)
+	if reflect.DeepEqual(fields, t.partFields) {
 		return nil
 	}
-	var out []map[string]any
+	return t.metadata(t.artifact, nil, t.partMeta, fields)
+}
+
+// interruptText is the text part an interrupt's message opens with
+// (e2a.InterruptBody: text, the text of m's text parts joined), with the
+// mediaType and filename of m's last text part that has some; none
+// without text.
+func interruptText(m *a2a.Message, text string) a2a.ContentParts {
+	if text == "" {
+		return nil
+	}
+	p := a2a.NewTextPart(text)
+	for _, mp := range m.Parts {
+		if pc := pieceOf(mp); pc.kind == e2a.DeltaText {
+			p.MediaType = cmp.Or(mp.MediaType, p.MediaType)
+			p.Filename = cmp.Or(mp.Filename, p.Filename)
+		}
+	}
+	return a2a.ContentParts{p}
+}
+
+// extraParts is the parts of m but its text (and thoughts): its data
+// parts and file parts (bytes or URI), with their metadata, as A2A v0.3
+// Part JSON (e2a.InterruptBody's extra parts), and those parts
+// themselves (kept). A part that does not encode is left out, logged.
+func (t *turn) extraParts(m *a2a.Message) (out []map[string]any, kept a2a.ContentParts) {
+	if m == nil {
+		return nil, nil
+	}
 	for _, p := range m.Parts {
 		if pc := pieceOf(p); pc.kind == "" || pc.kind == e2a.DeltaText || pc.kind == e2a.DeltaReasoning {
 			continue
@@ -406,9 +445,9 @@ func (t *turn) extraParts(m *a2a.Message) []map[string]any {
 				"err", t.u.Scrub(err.Error()))
 			continue
 		}
-		out = append(out, part)
+		out, kept = append(out, part), append(kept, p)
 	}
-	return out
+	return out, kept
 }
 
 // partJSON is p as A2A v0.3 Part JSON (kind data or file), its numbers
@@ -707,7 +746,7 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 		partMeta = partMetadata(pc)
 	}
 	var fields []any
-	if pc.kind != e2a.DeltaTool {
+	if pc.kind != e2a.DeltaTool && id != "" {
 		fields = a2amap.PartFields(pc.part)
 	}
 	if err := t.metadata(id, label, partMeta, fields); err != nil {
@@ -763,7 +802,7 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 // ends the text coalescing.
 func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[string]any, fields []any) error {
 	if id == "" {
-		partMeta, fields = nil, nil // a message's text: no artifact (none for the A2A renderers)
+		partMeta = nil // a message's text: no artifact (none for the A2A renderers)
 	}
 	if id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) &&
 		reflect.DeepEqual(fields, t.partFields) {
@@ -784,9 +823,12 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 		if len(partMeta) > 0 {
 			md["artifact_part_metadata"] = partMeta
 		}
-		if len(fields) > 0 {
-			md[a2amap.MetaArtifactPartFields] = fields
+	}
+	if len(fields) > 0 {
+		if md == nil {
+			md = map[string]any{}
 		}
+		md[a2amap.MetaArtifactPartFields] = fields
 	}
 	if err := t.w.SetMetadata(md); err != nil {
 		return err

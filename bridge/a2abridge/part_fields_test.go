@@ -134,3 +134,88 @@ func partFieldsTurns(t *testing.T, url string) {
 		t.Errorf("SendMessage's task: %v", err)
 	}
 }
+
+// askFieldsAgent ends its turn with a status (input-required, or
+// rejected for a message "reject") whose message's text and data parts
+// have a mediaType and a filename.
+type askFieldsAgent struct{}
+
+func (askFieldsAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	state := a2a.TaskStateInputRequired
+	if up.TextOf(ec.Message.Parts) == "reject" {
+		state = a2a.TaskStateRejected
+	}
+	msg := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec,
+		withFields(a2a.NewTextPart("fill in"), "text/markdown", "ask.md"),
+		withFields(a2a.NewDataPart(map[string]any{"field": "name"}), "application/vnd.form+json", "form.json"))
+	doc := a2a.NewArtifactUpdateEvent(ec, "doc", withFields(a2a.NewTextPart("# x"), "text/markdown", "x.md"))
+	doc.Append = false
+	return func(yield func(a2a.Event, error) bool) {
+		_ = yield(a2a.NewSubmittedTask(ec, ec.Message), nil) &&
+			yield(doc, nil) &&
+			yield(a2a.NewStatusUpdateEvent(ec, state, msg), nil)
+	}
+}
+
+func (askFieldsAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// statusFieldErrors checks the parts of askFieldsAgent's status message
+// m: its text and its data part, with their mediaType and filename.
+func statusFieldErrors(m *a2a.Message) []error {
+	if m == nil || len(m.Parts) != 2 {
+		return []error{fmt.Errorf("status message %v, want its two parts", m)}
+	}
+	var errs []error
+	for i, want := range [][2]string{{"text/markdown", "ask.md"}, {"application/vnd.form+json", "form.json"}} {
+		if p := m.Parts[i]; p.MediaType != want[0] || p.Filename != want[1] {
+			errs = append(errs, fmt.Errorf("part %d: mediaType %q, filename %q; want %q, %q", i, p.MediaType, p.Filename, want[0], want[1]))
+		}
+	}
+	return errs
+}
+
+// TestStatusPartFieldsReachA2AClients: the message of a bridged A2A
+// v1.0 agent's final status, input-required (the bridge's interrupt) or
+// rejected (the agent's own end), keeps its parts' mediaType and filename
+// for an A2A v1.0 client, in the stream and in GetTask, after an artifact
+// chunk whose part had others. They were dropped.
+func TestStatusPartFieldsReachA2AClients(t *testing.T) {
+	t.Parallel()
+	url, _ := startV1(t, askFieldsAgent{})
+	p := pipetest.Start(t)
+	bridgePool(t, p, "agent", url)
+	c := v1Client(t, p, "agent")
+	for _, tc := range []struct {
+		text  string
+		state a2a.TaskState
+	}{{"ask", a2a.TaskStateInputRequired}, {"reject", a2a.TaskStateRejected}} {
+		var final *a2a.Message // the last status message of the stream
+		turn := up.Collect(t, func(yield func(a2a.Event, error) bool) {
+			for ev, err := range c.SendStreamingMessage(testCtx(t), up.Msg(tc.text)) {
+				if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && su.Status.Message != nil {
+					final = su.Status.Message
+				}
+				if !yield(ev, err) {
+					return
+				}
+			}
+		}, nil)
+		if st := turn.State(); st != tc.state {
+			t.Fatalf("%s: stream ended %s, want %s", tc.text, st, tc.state)
+		}
+		task, err := c.GetTask(testCtx(t), &a2a.GetTaskRequest{ID: turn.Task.TaskID})
+		if err != nil {
+			t.Fatalf("GetTask: %v", err)
+		}
+		for _, err := range statusFieldErrors(final) {
+			t.Errorf("%s, stream: %v", tc.text, err)
+		}
+		for _, err := range statusFieldErrors(task.Status.Message) {
+			t.Errorf("%s, GetTask: %v", tc.text, err)
+		}
+	}
+}

@@ -48,14 +48,17 @@ const (
 	MetaArtifactPartMetadata = "artifact_part_metadata"
 	// MetaArtifactPartFields, a JSON array in the metadata of a text or
 	// reasoning chunk's frame or of an a2a.stream_event artifact_update
-	// frame, holds the A2A v1.0 Part fields of the frame's parts that
+	// or status_update frame (its message's parts), holds the A2A v1.0
+	// Part fields of the frame's parts that
 	// A2A v0.3's text and data parts (the shape of a2a.* bodies, spec
 	// §12.5) do not have: element i, an object with mediaType and/or
 	// filename, is part i's (a chunk's: its one part's; {} for a part with
 	// neither). The renderers give them to the parts of the A2A v1.0
 	// events and of the task (A2A v0.3 has nowhere to put them). The A2A
 	// bridge writes it for an agent's parts that have them, on every
-	// chunk of such a part (chunks of the same fields coalesce).
+	// chunk of such a part (chunks of the same fields coalesce), and sets
+	// it for each native frame it writes (a frame's metadata holds until
+	// set again: an agent that sets it sets it so).
 	MetaArtifactPartFields = "artifact_part_fields"
 )
 
@@ -612,8 +615,15 @@ func nativeV1(r *e2a.Response) (ev a2a.Event, final bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: A2A event: %v", ErrInvalidFrame, err)
 	}
-	if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && au.Artifact != nil {
-		setPartFields(au.Artifact.Parts, partFieldsOf(r))
+	switch e := ev.(type) {
+	case *a2a.TaskArtifactUpdateEvent:
+		if e.Artifact != nil {
+			setPartFields(e.Artifact.Parts, partFieldsOf(r))
+		}
+	case *a2a.TaskStatusUpdateEvent:
+		if e.Status.Message != nil {
+			setPartFields(e.Status.Message.Parts, partFieldsOf(r))
+		}
 	}
 	return ev, final, nil
 }
