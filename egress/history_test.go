@@ -17,11 +17,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/e2a-pipeline/pipeline/archive"
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
-	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -123,27 +121,10 @@ func read(t *testing.T, url, key string, hdr ...string) testkit.Answer {
 // gives it: the envelope and the frames, bursts split.
 func storedHistoric(t *testing.T, e *testEnv, id string) HistoricRequest {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	subj, _ := subjects.RequestAnyPool(id)
-	env, err := streams.LastBySubject(ctx, e.nc, streams.RequestsStream, subj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := HistoricRequest{Envelope: env.Data}
-	rsubj, _ := subjects.Response(id)
-	msgs, err := streams.DirectGetAll(ctx, e.nc, streams.ResponsesStream, rsubj, 0, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range msgs {
-		frames, err := e2a.SplitBurst(m.Header.Get(subjects.HeaderFrames), m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range frames {
-			h.Frames = append(h.Frames, HistoricFrame{Raw: f, StreamSeq: m.Seq})
-		}
+	env, frames := natstest.StoredRequest(t, e.nc, id)
+	h := HistoricRequest{Envelope: env}
+	for _, f := range frames {
+		h.Frames = append(h.Frames, HistoricFrame{Raw: f.Raw, StreamSeq: f.Seq})
 	}
 	return h
 }

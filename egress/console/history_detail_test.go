@@ -11,11 +11,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/streams"
-	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // memHistory is an egress.History holding the requests copied into it.
@@ -43,26 +41,10 @@ func (h *memHistory) Request(_ context.Context, id string) (egress.HistoricReque
 // audit history holds it, then drops it from the hot streams.
 func (h *memHistory) keep(t *testing.T, p *pipeline, id string) {
 	t.Helper()
-	ctx := context.Background()
-	subj, _ := subjects.RequestAnyPool(id)
-	env, err := streams.LastBySubject(ctx, p.nc, streams.RequestsStream, subj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := egress.HistoricRequest{Envelope: env.Data}
-	rsubj, _ := subjects.Response(id)
-	msgs, err := streams.DirectGetAll(ctx, p.nc, streams.ResponsesStream, rsubj, 0, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range msgs {
-		frames, err := e2a.SplitBurst(m.Header.Get(subjects.HeaderFrames), m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range frames {
-			r.Frames = append(r.Frames, egress.HistoricFrame{Raw: f, StreamSeq: m.Seq})
-		}
+	env, frames := natstest.StoredRequest(t, p.nc, id)
+	r := egress.HistoricRequest{Envelope: env}
+	for _, f := range frames {
+		r.Frames = append(r.Frames, egress.HistoricFrame{Raw: f.Raw, StreamSeq: f.Seq})
 	}
 	h.mu.Lock()
 	h.reqs[id] = r

@@ -634,3 +634,40 @@ func Frame(id string, seq int64, final bool) []byte {
 	}
 	return b
 }
+
+// StoredFrame is one frame of a request as E2A_RESPONSES holds it: its
+// bytes and the sequence of the message holding it (a burst's frames
+// share it).
+type StoredFrame struct {
+	Raw []byte
+	Seq uint64
+}
+
+// StoredRequest reads what the hot streams hold of request id, as an audit
+// history copy gives it: the envelope and the frames (of at most 64
+// messages), bursts split.
+func StoredRequest(t testing.TB, nc *nats.Conn, id string) (envelope []byte, frames []StoredFrame) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subj, _ := subjects.RequestAnyPool(id)
+	env, err := streams.LastBySubject(ctx, nc, streams.RequestsStream, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsubj, _ := subjects.Response(id)
+	msgs, err := streams.DirectGetAll(ctx, nc, streams.ResponsesStream, rsubj, 0, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		burst, err := e2a.SplitBurst(m.Header.Get(subjects.HeaderFrames), m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range burst {
+			frames = append(frames, StoredFrame{Raw: f, Seq: m.Seq})
+		}
+	}
+	return env.Data, frames
+}
