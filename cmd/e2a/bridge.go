@@ -101,6 +101,13 @@ func (f bridgeFlags) upstream(cfg UpstreamConfig) (UpstreamConfig, error) {
 	if u.ThinkOpen && u.Kind != upstreamOpenAI {
 		return u, fmt.Errorf("--think-open (E2A_UPSTREAM_THINK_OPEN) is for the openai upstream, not %s", u.Kind)
 	}
+	// A --model or --system typed for another upstream would be dropped
+	// without a word (an A2A or HTTP agent picks its own model and prompt).
+	for _, fl := range []struct{ name, val string }{{"model", f.model}, {"system", f.system}} {
+		if fl.val != "" && u.Kind != upstreamOpenAI {
+			return u, fmt.Errorf("--%s is for the openai upstream, not %s (an A2A or HTTP agent picks its own)", fl.name, u.Kind)
+		}
+	}
 	return u, nil
 }
 

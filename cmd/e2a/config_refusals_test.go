@@ -171,6 +171,30 @@ func TestThinkOpenFlag(t *testing.T) {
 	}
 }
 
+// TestModelSystemFlagsOpenAIOnly: --model and --system are the openai
+// upstream's; given with --a2a or --http they are refused, not dropped
+// without a word (the system prompt typed was never sent).
+func TestModelSystemFlagsOpenAIOnly(t *testing.T) {
+	if u, err := (bridgeFlags{openai: "http://127.0.0.1:8000/v1", model: "m", system: "be brief"}).upstream(UpstreamConfig{}); err != nil || u.Model != "m" || u.System != "be brief" {
+		t.Fatalf("--openai --model --system: %+v %v", u, err)
+	}
+	for _, c := range []struct {
+		f    bridgeFlags
+		want string
+	}{
+		{bridgeFlags{a2a: "http://127.0.0.1:9999", model: "m"}, "--model is for the openai upstream, not a2a"},
+		{bridgeFlags{http: "http://127.0.0.1:8001/", system: "be brief"}, "--system is for the openai upstream, not http"},
+	} {
+		if _, err := c.f.upstream(UpstreamConfig{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.f, err, c.want)
+		}
+	}
+	// E2A_UPSTREAM_MODEL set for every pool of a deployment is no flag: kept.
+	if _, err := (bridgeFlags{http: "http://127.0.0.1:8001/"}).upstream(UpstreamConfig{Model: "m"}); err != nil {
+		t.Errorf("--http with E2A_UPSTREAM_MODEL: %v", err)
+	}
+}
+
 // TestConfigRefusedBeforeStart: `e2a dev` and `e2a serve` refuse a bad
 // auth or push variable before anything starts, naming it: they started
 // the embedded server and provisioned nine streams and buckets (in
