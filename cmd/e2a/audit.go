@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -267,6 +269,7 @@ func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 	emit := ndjson(stdout)
 	dec := json.NewDecoder(in)
 	violations := false
+	warned := map[string]bool{}
 	for n := 1; ; n++ {
 		var body json.RawMessage
 		if err := dec.Decode(&body); err == io.EOF {
@@ -284,6 +287,7 @@ func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 		if err := emit(acc); err != nil {
 			return err
 		}
+		warnUnknownPool(ctx, nc, acc.Pool, warned, stderr)
 		if follow {
 			sum, err := audit.Follow(ctx, nc, acc.RequestID, wait, emit)
 			if err != nil {
@@ -296,6 +300,31 @@ func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 		return errViolations
 	}
 	return nil
+}
+
+// warnUnknownPool tells stderr, once per pool, that no worker of pool
+// has ever started on this NATS server (no durable consumer agent-<pool>
+// on E2A_REQUESTS): the request is stored, as a direct publisher's is, and
+// waits for one, where ingress answers such a pool unknown_agent; a typo
+// in --pool otherwise showed nothing, and --follow gave up after --wait. A
+// lookup that fails otherwise (a NATS user not allowed the consumer's
+// info, whose request goes unanswered: at most a second) says nothing.
+func warnUnknownPool(ctx context.Context, nc *nats.Conn, pool string, warned map[string]bool, stderr io.Writer) {
+	name, err := streams.AgentConsumerName(pool)
+	if err != nil || warned[pool] {
+		return
+	}
+	warned[pool] = true
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := js.Consumer(ctx, streams.RequestsStream, name); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		fmt.Fprintf(stderr, "e2a publish: no worker of pool %q has ever started on this NATS server (no consumer %s on %s): "+
+			"the request waits until one does; check the name, or start `e2a agent --pool %s`\n", pool, name, streams.RequestsStream, pool)
+	}
 }
 
 // checkPublishFlags refuses, as bad arguments (exit 2) before connecting,
@@ -348,8 +377,9 @@ outage) or the output cannot be written, 2 bad arguments (an invalid pool, flag 
 		about: `Publishes E2A envelopes (or legacy AgentRequests) read from FILE or stdin (one JSON object, or several
 one after the other, e.g. NDJSON) straight onto e2a.req.<pool>.<request_id>, as a direct publisher does
 (E2A-Request-Id, and Nats-Msg-Id = the request id: the same id within E2A_DEDUPE_WINDOW is one request),
-and prints each PubAck as an "accepted" record. Secrets are stripped as ingress does. With --follow,
-prints the frames of each request until its final frame.`,
+and prints each PubAck as an "accepted" record. Secrets are stripped as ingress does. A pool no worker
+has ever started on (no consumer agent-<pool>: a typo?) is said on stderr; its request waits for one. With
+--follow, prints the frames of each request until its final frame.`,
 		env: fmt.Sprintf(natsEnv, "required") + "  E2A_DEFAULT_POOL          the pool when --pool is not given\n"}
 )
 

@@ -20,6 +20,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -268,5 +269,41 @@ func TestReplayCommandBursts(t *testing.T) {
 	recs = decodeRecords(t, out.Bytes())
 	if s := recs[len(recs)-1].Summary; s == nil || len(s.Violations) != 1 || !strings.Contains(s.Violations[0], `header E2A-Frames is "3": e2a: invalid frame burst`) {
 		t.Fatalf("bad burst summary: %s", out.String())
+	}
+}
+
+// TestPublishUnknownPoolWarns: `e2a publish --pool demoo` (a typo) stores
+// the request, as a direct publisher's is, and says on stderr, once, that
+// no worker of that pool ever started; a pool with a worker gets no word.
+func TestPublishUnknownPoolWarns(t *testing.T) {
+	cfg, nc := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	in := strings.NewReader(`{"request_id":"typo-1","params":{"text":"x"}} {"request_id":"typo-2","params":{"text":"y"}}`)
+	if err := runPublish(ctx, cfg, []string{"--pool", "demoo"}, in, &out, &errOut); err != nil {
+		t.Fatalf("publish: %v\n%s", err, errOut.String())
+	}
+	if got := kinds(decodeRecords(t, out.Bytes())); got != "accepted,accepted" {
+		t.Fatalf("publish output kinds %s", got)
+	}
+	want := `no worker of pool "demoo" has ever started on this NATS server (no consumer agent-demoo on E2A_REQUESTS)`
+	if strings.Count(errOut.String(), want) != 1 {
+		t.Fatalf("stderr %q, want once %q", errOut.String(), want)
+	}
+	// A pool whose consumer exists (a worker of it started once).
+	cc, err := streams.AgentConsumerConfig("known", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natstest.JetStream(t, nc).CreateOrUpdateConsumer(ctx, streams.RequestsStream, cc); err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	if err := runPublish(ctx, cfg, []string{"--pool", "known"}, strings.NewReader(`{"request_id":"known-1","params":{"text":"x"}}`), io.Discard, &errOut); err != nil {
+		t.Fatalf("publish to known: %v\n%s", err, errOut.String())
+	}
+	if errOut.Len() != 0 {
+		t.Fatalf("publish to a pool with a consumer wrote %q", errOut.String())
 	}
 }
