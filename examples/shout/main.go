@@ -37,7 +37,8 @@ func main() {
 		url = "nats://127.0.0.1:4222" // the embedded server of `e2a dev`
 	}
 	api := os.Getenv("E2A_HTTP_ADDR") // `e2a dev`'s HTTP address, when moved off 8080
-	if api == "" {
+	// Port 0 is an `e2a agent`'s (the README's export beside dev): none to try.
+	if api == "" || strings.HasSuffix(api, ":0") {
 		api = "localhost:8080"
 	} else if strings.HasPrefix(api, ":") {
 		api = "localhost" + api

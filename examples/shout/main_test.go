@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,5 +91,35 @@ func TestREADMEShowsTheExample(t *testing.T) {
 	}
 	if !bytes.Contains(readme, []byte("```go\n"+string(src)+"```\n")) {
 		t.Fatal("README.md's agent example differs from examples/shout/main.go: paste the file into the README")
+	}
+}
+
+// TestMainHintBesideAgentExport runs main, as `go run ./examples/shout`
+// does, in a terminal holding the README's export for `e2a agent`
+// (E2A_HTTP_ADDR=127.0.0.1:0, an operations port of its own): the start
+// line's hint names e2a dev's default address, not port 0, which no curl
+// reaches.
+func TestMainHintBesideAgentExport(t *testing.T) {
+	if os.Getenv("SHOUT_RUN_MAIN") == "1" {
+		main()
+		return
+	}
+	srv, _ := natstest.RunServer(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMainHintBesideAgentExport$")
+	cmd.Env = append(os.Environ(), "SHOUT_RUN_MAIN=1", "E2A_NATS_URL="+srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("start line: %q %v", line, err)
+	}
+	if !strings.Contains(line, "agent serving pool=shout") || !strings.Contains(line, "curl -N 'localhost:8080/v1/requests?agent=shout'") {
+		t.Fatalf("start line %q, want its hint on localhost:8080", line)
 	}
 }
