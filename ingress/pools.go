@@ -20,8 +20,8 @@ import (
 // ErrUnknownPool in each protocol's shape. A known pool with no worker
 // pulling right now is accepted, with a warning in the answer and the log.
 // Pool states are cached for ttl (default 2 s; an unknown pool is looked up
-// again at once). `e2a dev` and `e2a serve` enable it unless
-// E2A_ACCEPT_UNKNOWN_POOLS is set.
+// again at once). `e2a dev`, `e2a serve` and `e2a acp` forwarding to a
+// pipeline enable it unless E2A_ACCEPT_UNKNOWN_POOLS is set.
 func WithPoolCheck(ttl time.Duration) Option {
 	return func(o *options) error {
 		if ttl < 0 {

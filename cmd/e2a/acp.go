@@ -110,6 +110,14 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 		}
 		opts = append(opts, ingress.WithRoutes(routes))
 	}
+	if h == nil && !cfg.AcceptUnknownPools {
+		// Forwarding to a pipeline, a pool no worker ever started on (a
+		// typo in the editor's --pool) is refused as e2a serve refuses
+		// it, not a prompt that waits for ever. The pool run in this
+		// process is known from its start (its consumer is created as
+		// the agent starts: no check, which could refuse the first prompt).
+		opts = append(opts, ingress.WithPoolCheck(0))
+	}
 	in, err := ingress.New(nc, eg, opts...)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
@@ -113,4 +114,23 @@ func TestACPBridgeArgs(t *testing.T) {
 			t.Errorf("%v %v: exit %d, stdout %q, stderr:\n%s", c.env, c.args, code, out, errOut)
 		}
 	}
+}
+
+// TestACPForwardUnknownPool: `e2a acp --pool demoo` (a typo) forwarding
+// to a pipeline whose pool demoo no worker ever started on answers the
+// prompt with an error naming the pool, as e2a serve's /acp does
+// (unknown_agent), instead of a prompt that waits for ever.
+func TestACPForwardUnknownPool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv, _ := natstest.RunServer(t)
+	p := startACPWith(t, ctx, []string{"--pool", "demoo"}, "E2A_NATS_URL="+srv.ClientURL(), "E2A_LOG_LEVEL=info")
+	_, sess := p.open(t, ctx)
+	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer pcancel()
+	res, err := p.conn.Prompt(pctx, acp.PromptRequest{SessionId: sess, Prompt: []acp.ContentBlock{acp.TextBlock("hello")}})
+	if err == nil || !strings.Contains(err.Error(), "unknown agent pool") || !strings.Contains(err.Error(), "demoo") {
+		t.Fatalf("prompt to an unknown pool: %+v %v, want an error naming it", res, err)
+	}
+	p.stop(t)
 }
