@@ -19,8 +19,8 @@ import (
 // as ?agent=nopool would otherwise be accepted and wait forever), with
 // ErrUnknownPool in each protocol's shape. A known pool with no worker
 // pulling right now is accepted, with a warning in the answer and the log.
-// Pool states are cached for ttl (default 2 s; an unknown pool is looked up
-// again at once). `e2a dev`, `e2a serve` and `e2a acp` forwarding to a
+// Live pools are cached for ttl (default 2 s; an unknown pool, or one
+// without a live worker, is looked up again at once). `e2a dev`, `e2a serve` and `e2a acp` forwarding to a
 // pipeline enable it unless E2A_ACCEPT_UNKNOWN_POOLS is set.
 func WithPoolCheck(ttl time.Duration) Option {
 	return func(o *options) error {
@@ -56,14 +56,17 @@ func newPools(js jetstream.JetStream, ttl time.Duration, now func() time.Time, p
 	return &pools{js: js, ttl: ttl, now: now, presence: presence, m: map[string]poolState{}}
 }
 
-// state returns the pool's state, from the cache when fresh (an unknown
-// pool is always looked up again, so a pool started a moment ago is found).
+// state returns the pool's state, from the cache when fresh and live (an
+// unknown pool, or one without a live worker, is always looked up again,
+// so a pool or a worker started a moment ago is found: a reading without
+// a live worker, cached, warned "no live worker" for the ttl after the
+// worker started, or after one reading between a live worker's pulls).
 func (p *pools) state(ctx context.Context, pool string) (poolState, error) {
 	now := p.now()
 	p.mu.Lock()
 	st, ok := p.m[pool]
 	p.mu.Unlock()
-	if ok && st.known && now.Sub(st.at) < p.ttl {
+	if ok && st.known && st.live && now.Sub(st.at) < p.ttl {
 		return st, nil
 	}
 	name, err := streams.AgentConsumerName(pool)

@@ -111,3 +111,48 @@ func waitPulling(t *testing.T, ctx context.Context, js jetstream.JetStream, pool
 		}
 	}
 }
+
+// TestPoolCheckSeesWorkerStart: a request for a known pool without a live
+// worker is warned, and once a worker of it pulls the next request is not,
+// within the cache's ttl: the pool check cached "no live worker" as it
+// caches a live pool, so every request for the ttl after a worker started
+// (or after one reading between a live worker's pulls) said the pool had
+// none.
+func TestPoolCheckSeesWorkerStart(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	srv := pipetest.ServeFront(t, nc, nil, ingress.WithPoolCheck(time.Hour))
+	t.Cleanup(srv.Egress.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	post := func() (http.Header, string) {
+		resp, err := http.Post(srv.URL+"/v1/requests?agent=late", "application/json", strings.NewReader(`{"params":{"text":"hi","frames":1}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.Header, string(b)
+	}
+	cfg, err := streams.AgentConsumerConfig("late", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, streams.RequestsStream, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if h, b := post(); h.Get(ingress.HeaderWarning) == "" || !strings.Contains(b, "no live worker") {
+		t.Fatalf("before its worker: %q %s, want the warning", h.Get(ingress.HeaderWarning), b)
+	}
+	actx, acancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = agent.Run(actx, nc, "late", demo.New(), agent.WithMetrics(prometheus.NewRegistry()))
+	}()
+	t.Cleanup(func() { acancel(); <-done })
+	waitPulling(t, ctx, js, "late")
+	if h, b := post(); h.Get(ingress.HeaderWarning) != "" || strings.Contains(b, "warning") {
+		t.Fatalf("with its worker pulling: %q %s, want no warning", h.Get(ingress.HeaderWarning), b)
+	}
+}
