@@ -219,6 +219,14 @@ func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 				return err
 			}
 		}
+		// Said on stderr (stdout stays the NDJSON list): an empty output
+		// is not left to read as a command that did nothing.
+		switch {
+		case len(ds) == 0:
+			fmt.Fprintln(os.Stderr, "push dead: no dead-lettered updates")
+		case len(ds) >= *limit:
+			fmt.Fprintf(os.Stderr, "push dead: stopped at --limit %d; more may be dead-lettered\n", *limit)
+		}
 		return nil
 	}
 	rep, err := push.Redeliver(ctx, nc, f, opts...)

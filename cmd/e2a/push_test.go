@@ -148,8 +148,8 @@ func TestPushCommand(t *testing.T) {
 			t.Fatalf("the webhook got %q, want the dead letters %q in order with the token", got, ids)
 		}
 	}
-	if _, out, _ := runBin(t, env, "push", "dead"); strings.TrimSpace(out) != "" {
-		t.Errorf("dead letters left: %s", out)
+	if _, out, errOut := runBin(t, env, "push", "dead"); strings.TrimSpace(out) != "" || !strings.Contains(errOut, "no dead-lettered updates") {
+		t.Errorf("dead letters left: %s (stderr %q)", out, errOut)
 	}
 	serve := startE2A(t, serveAddr, append(slices.Clone(env), "E2A_API_KEYS=tester:push-key-7c1e0a9b3d5f", "E2A_LOG_LEVEL=info"), "serve")
 	verifySignatures(t, serve.url+push.JWKSPath, len(sigs), func(i int) (string, []byte) { return sigs[i].sig, sigs[i].body })
