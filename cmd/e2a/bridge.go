@@ -331,14 +331,7 @@ func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig,
 		return refused
 	}
 	if err != nil {
-		// The bridge's code, then its message without the words that
-		// repeat the code ("upstream_unreachable: upstream unreachable:
-		// …" said it twice), and no "bridge:".
-		msg := err.Error()
-		if be := (*bridge.Error)(nil); errors.As(err, &be) {
-			msg = be.Code + ": " + strings.TrimPrefix(be.Message, strings.ReplaceAll(be.Code, "_", " ")+": ")
-		}
-		return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s does not answer (%s): %s", u.Kind, client.Location(), call, msg)}
+		return notAnswering(err, u.Kind, client.Location(), call)
 	}
 	if u.Kind == upstreamOpenAI && status/100 == 5 {
 		log.Warn("the OpenAI upstream answered its model list with a server error: requests will fail upstream_unavailable while it does",
@@ -386,6 +379,19 @@ func isModelList(r io.Reader) bool {
 // were sent: the call's own error said the upstream "does not answer", or
 // for an A2A card a protocol error, and an operator looked at the network
 // instead of the key.
+// notAnswering is the start failure of an upstream that does not answer
+// call: the bridge's code, then its message without the words that repeat
+// the code ("upstream_unreachable: upstream unreachable: …" said it twice)
+// or the A2A SDK's "card request failed", and no "bridge:".
+func notAnswering(err error, kind, loc, call string) *startFailure {
+	msg := err.Error()
+	if be := (*bridge.Error)(nil); errors.As(err, &be) {
+		words := strings.TrimPrefix(be.Message, strings.ReplaceAll(be.Code, "_", " ")+": ")
+		msg = be.Code + ": " + strings.TrimPrefix(words, "card request failed: ")
+	}
+	return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s does not answer (%s): %s", kind, loc, call, msg)}
+}
+
 type startFailure struct {
 	msg string
 	err error

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -20,6 +21,9 @@ func newUpstream(ctx context.Context, client *bridge.Client, conv *bridge.Conver
 	case upstreamA2A:
 		up, err := a2abridge.New(ctx, client, a2abridge.WithConversations(pool, conv), a2abridge.WithLogger(log),
 			namedOption("E2A_UPSTREAM_ALLOWED_HOSTS", a2abridge.WithAllowedHosts(u.AllowedHosts)))
+		if be := (*bridge.Error)(nil); errors.As(err, &be) && be.Code == bridge.CodeUnreachable && be.Status == 0 {
+			return nil, nil, notAnswering(err, u.Kind, client.Location(), "a GET of its agent card")
+		}
 		if err != nil {
 			return nil, nil, err
 		}

@@ -336,4 +336,12 @@ func TestStartUnreachableSaysWhatWasTried(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, want) || strings.Contains(errOut, "upstream_unreachable: upstream unreachable") {
 		t.Errorf("exit %d, want 1 with %q said once: %s", code, want, errOut)
 	}
+	// An A2A agent's card alike: it said "a2abridge: agent card of …:
+	// bridge: upstream_unreachable: upstream unreachable: card request
+	// failed: …".
+	code, _, errOut = runBin(t, joinEnv(nc.ConnectedUrl()), "agent", "--pool", "a2", "--a2a", fmt.Sprintf("http://127.0.0.1:%d", port))
+	want = fmt.Sprintf("the a2a upstream http://127.0.0.1:%d does not answer (a GET of its agent card): upstream_unreachable: Get ", port)
+	if code != 1 || !strings.Contains(errOut, want) || strings.Contains(errOut, "upstream unreachable") || strings.Contains(errOut, "card request failed") {
+		t.Errorf("--a2a: exit %d, want 1 with %q said once: %s", code, want, errOut)
+	}
 }
