@@ -639,7 +639,17 @@ func (c *Console) findDetail(ctx context.Context, id string) (d RequestDetail, f
 		return d, false, err
 	}
 	return RequestDetail{RequestID: id, Envelope: RedactEnvelope(env), History: true, ReplayCommand: ReplayCommand(id),
-		StreamURL: "/console/api/requests/" + egress.PathSegment(id) + "/stream"}, true, nil
+		StreamURL: streamURL(id)}, true, nil
+}
+
+// streamURL is where the stream of request id is read: its path, or for
+// the ids "." and "..", which a browser resolves as dot segments even
+// escaped (fetch, EventSource), the form with the id in the query.
+func streamURL(id string) string {
+	if id == "." || id == ".." {
+		return "/console/api/request/stream?id=" + url.QueryEscape(id)
+	}
+	return "/console/api/requests/" + egress.PathSegment(id) + "/stream"
 }
 
 // detail reads what GET /console/api/requests/{id} answers; found is false
@@ -648,7 +658,7 @@ func (c *Console) findDetail(ctx context.Context, id string) (d RequestDetail, f
 // nothing of the request could be read (err).
 func (c *Console) detail(ctx context.Context, id string) (d RequestDetail, found bool, err error) {
 	d = RequestDetail{RequestID: id, ReplayCommand: ReplayCommand(id),
-		StreamURL: "/console/api/requests/" + egress.PathSegment(id) + "/stream"}
+		StreamURL: streamURL(id)}
 	e, ierr := c.list.Get(ctx, id)
 	if ierr != nil {
 		c.o.log.Warn("console: index lookup failed", "err", ierr)
