@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // The events ConnEvents reports, as its Count and the stages' metric
@@ -151,6 +153,14 @@ func (e *ConnEvents) asyncError(nc *nats.Conn, sub *nats.Subscription, err error
 		args = append(args, "subject", sub.Subject)
 	}
 	switch {
+	case errors.Is(err, nats.ErrSlowConsumer) && sub != nil && subjects.Matches(subjects.AllLive, sub.Subject):
+		// A live subscription (e2a.live.<id>: an egress reader's, e2a
+		// tail's) is at most once by design: its buffer is bounded and what
+		// it drops is read again from E2A_RESPONSES. It overflows whenever
+		// its reader's client reads slower than the agent writes (one slow
+		// HTTP client), which says nothing of the process keeping up: not
+		// counted as slow_consumer, not warned.
+		e.log.Debug("NATS live subscription dropped messages; read again from the stream", args...)
 	case errors.Is(err, nats.ErrSlowConsumer):
 		e.add(ConnSlowConsumer)
 		if sub != nil {
