@@ -138,20 +138,44 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 				w = newProtoScopesWriter(w, checkRPC)
 			}
 		}
-		switch {
-		case b.refuseFinished(w, r, head, !checkRPC):
-			// SubscribeToTask of a finished task: refused before a stream
-			// opens (the SDK's transports open one first).
-		case head.Method == methodSubscribeToTask || !checkRPC && strings.HasSuffix(r.URL.Path, ":subscribe"):
-			b.holdSlot(w, r, head.ID, refuse, next)
-		case checkRPC && head.nativeStream():
-			b.streamRPC(w, r, head, next)
-		case !checkRPC && r.Method == http.MethodPost && r.URL.Path == restStreamPath:
-			b.streamREST(w, r, next)
-		default:
-			next.ServeHTTP(w, r)
-		}
+		b.serve(w, r, head, checkRPC, refuse, next)
 	})
+}
+
+// serve answers an admitted call: the streams and the refusals before
+// one here, any other call with next.
+func (b *bindings) serve(w http.ResponseWriter, r *http.Request, head rpcHead, checkRPC bool, refuse host.Refuse, next http.Handler) {
+	switch {
+	case b.refuseFinished(w, r, head, !checkRPC):
+		// SubscribeToTask of a finished task: refused before a stream
+		// opens (the SDK's transports open one first).
+	case !checkRPC && r.Method == http.MethodHead && strings.HasSuffix(r.URL.Path, ":subscribe"):
+		restStreamHead(w)
+	case head.Method == methodSubscribeToTask || !checkRPC && strings.HasSuffix(r.URL.Path, ":subscribe"):
+		b.holdSlot(w, r, head.ID, refuse, next)
+	case checkRPC && head.nativeStream():
+		b.streamRPC(w, r, head, next)
+	case !checkRPC && r.Method == http.MethodPost && r.URL.Path == restStreamPath:
+		b.streamREST(w, r, next)
+	default:
+		next.ServeHTTP(w, r)
+	}
+}
+
+// restStreamHead answers a HEAD of an HTTP+JSON tasks/{id}:subscribe the
+// task of which refuseFinished let through (known to the caller, running):
+// the head its GET opens the stream with (the SDK's SSE headers), and no
+// stream. The SDK's handler streamed the task to its end for a HEAD (net/http
+// discards the body), holding a stream slot and the connection: the
+// client's next request on it waited for the task to end; an unknown or
+// finished task's HEAD was 200 where its GET is 404 or 400.
+func restStreamHead(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
 }
 
 // holdSlot serves a SubscribeToTask with next once the call has taken a
@@ -711,7 +735,7 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 	switch {
 	case rest:
 		p, ok := strings.CutSuffix(r.URL.Path, ":subscribe")
-		if !ok || (r.Method != http.MethodPost && r.Method != http.MethodGet) {
+		if !ok || (r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodHead) {
 			return false
 		}
 		id, ok = strings.CutPrefix(p, Path+"/tasks/")
