@@ -154,8 +154,12 @@ func endpointOf(iface *a2a.AgentInterface) (endpoint, bool) {
 	}
 	scheme := strings.ToLower(u.Scheme)
 	switch {
+	case iface.ProtocolBinding == a2a.TransportProtocolGRPC && scheme == "dns" && u.Host != "":
+		// dns://resolver/host:port: gRPC asks that DNS server, which the
+		// card names, where the host is: it may answer any address.
+		return endpoint{}, false
 	case iface.ProtocolBinding == a2a.TransportProtocolGRPC && (scheme == "dns" || scheme == "passthrough"):
-		// dns://[resolver]/host:port: the host is the path's.
+		// dns:///host:port: the host is the path's.
 		return grpcTarget(strings.TrimPrefix(u.Path, "/"))
 	case scheme != "http" && scheme != "https":
 		return endpoint{}, false

@@ -108,3 +108,30 @@ func TestRefusalUnicodeHost(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalDNSAuthority: a gRPC interface dns://server/host:port names
+// the DNS server gRPC asks where host is: the card's server may answer
+// any address, so the bridge's credentials would go wherever it says,
+// the host being the upstream's. Such an interface is refused; one
+// without a server (dns:///host:port, the system's resolver) is used.
+func TestRefusalDNSAuthority(t *testing.T) {
+	client, err := bridge.NewClient("http://agent.example:10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		iface string
+		used  bool
+	}{
+		{"dns:///agent.example:50051", true},
+		{"passthrough:///agent.example:50051", true},
+		{"dns://203.0.113.9:53/agent.example:50051", false},
+		{"dns://127.0.0.1/agent.example:50051", false},
+		{"DNS://evil.example/agent.example:50051", false},
+	} {
+		why := originOf(client, nil).refusal(&a2a.AgentInterface{URL: c.iface, ProtocolBinding: a2a.TransportProtocolGRPC})
+		if (why == "") != c.used {
+			t.Errorf("interface %s: refusal %q, want used %v", c.iface, why, c.used)
+		}
+	}
+}
