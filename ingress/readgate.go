@@ -52,11 +52,14 @@ func (g readGate) StreamSlot(w http.ResponseWriter, p tenant.Principal) (func(),
 // its deadline passed): no verdict on the caller, answered 503
 // "unavailable", retryable, with Retry-After, as the doors answer their
 // rate limiter down, and without the error's text (logged instead).
-// Without authentication it is egress's own 401, with no challenge.
+// Without authentication it is egress's own 401, with no challenge. A
+// refusal is counted in e2a_ingress_auth_failures_total under e2a, as the
+// gate counts a door's.
 func (g readGate) Refuse(w http.ResponseWriter, err error) bool {
 	if g.s.opts.auth == nil {
 		return false
 	}
+	g.s.metrics.authFailures.WithLabelValues(e2aproto.Name).Inc()
 	if !authVerdict(err) {
 		g.s.opts.log.Warn("read API: the authorizer could not decide", "err", err)
 		e2aproto.Refuse(w, failure{Status: http.StatusServiceUnavailable, Code: "unavailable",

@@ -224,3 +224,34 @@ func TestReadOfDisabledPrincipalIsForbiddenAsPost(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAuthFailuresCounted: e2a_ingress_auth_failures_total counts
+// "requests refused by authentication or authorization, by protocol"
+// (docs/operations.md): a GET of egress's read API whose credential is
+// refused is such a request, counted under e2a as a POST /v1/requests
+// refused the same way is (and as its rate-limit refusals are counted in
+// e2a_ingress_rate_limited_total); else a client guessing keys, or one
+// retrying a revoked key, on the reads was invisible on the dashboard's
+// auth-failures panel.
+func TestReadAuthFailuresCounted(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	reg := prometheus.NewRegistry()
+	url := authFront(t, nc, pipetest.KeyAuth(t, map[string]string{"alice": keyAliceGated}, nil), ingress.WithRegisterer(reg))
+	refused := 0
+	for _, path := range []string{"/v1/requests/af-1", "/v1/requests/af-1/stream"} {
+		resp, b := do(t, "GET", url+path, "", "X-Api-Key", "not-a-key-of-anyone-0123456789")
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET %s with a wrong key: %d %s", path, resp.StatusCode, b)
+		}
+		refused++
+	}
+	var got float64
+	for _, s := range testkit.Series(t, reg, "e2a_ingress_auth_failures_total") {
+		if s.Labels["protocol"] == "e2a" {
+			got += s.Value
+		}
+	}
+	if got != float64(refused) {
+		t.Errorf("%d GETs of the read API refused 401: e2a_ingress_auth_failures_total{protocol=\"e2a\"} = %v; want %d", refused, got, refused)
+	}
+}
