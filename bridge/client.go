@@ -41,7 +41,8 @@ type Credentials struct {
 	KeyHeader string
 	Headers   map[string]string
 	// tokens are OAuth 2.0 access tokens the client sent (or Authorization
-	// values carrying one): secrets to scrub, never sent from here.
+	// values carrying one) and the base URL's query values: secrets to
+	// scrub, never sent from here.
 	tokens []string
 }
 
@@ -330,6 +331,7 @@ type Client struct {
 	rt      http.RoundTripper
 	tokens  *tokenCache // WithTokenSource
 	token   *tokenBox   // the access token sent last, for Scrub
+	query   []string    // the base URL's query values, for Scrub (queryValues)
 }
 
 // NewClient returns the client of the upstream at base (an absolute http or
@@ -339,7 +341,7 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{base: u, connect: 5 * time.Second, idle: 60 * time.Second, token: new(tokenBox)}
+	c := &Client{base: u, connect: 5 * time.Second, idle: 60 * time.Second, token: new(tokenBox), query: queryValues(u)}
 	if err := option.Apply(ErrInvalidOption, c, opts); err != nil {
 		return nil, err
 	}
@@ -482,6 +484,29 @@ func (c *Client) Probe(ctx context.Context, path string, body func(io.Reader)) (
 		return be.Status, nil
 	}
 	return 0, err
+}
+
+// queryValues are the values of u's query parameters of minSecret
+// characters or more, as given and decoded: a query may carry a key
+// (?key=…, ?api-key=…, a gateway's ?token=…), which Location keeps out
+// of the logs, and an upstream that quotes the URL it was called at (a
+// 404 naming the route, an error page echoing the request) must not get
+// it into a log or an e2a.error frame either (Scrub).
+func queryValues(u *url.URL) []string {
+	var out []string
+	for _, p := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		_, raw, _ := strings.Cut(p, "=")
+		vals := []string{raw}
+		if v, err := url.QueryUnescape(raw); err == nil && v != raw {
+			vals = append(vals, v)
+		}
+		for _, v := range vals {
+			if len(v) >= minSecret {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // Base is the upstream's base URL.

@@ -108,3 +108,43 @@ func TestShortHeaderValueNotScrubbed(t *testing.T) {
 		t.Errorf("scrub: %q, want %q", got, want)
 	}
 }
+
+// TestURLQueryKeyScrubbed: a key in the upstream URL's query
+// (--openai 'https://gateway/v1?key=…', a gateway's ?token=…), which the
+// logs never show (Location: scheme and host, "/…"), is taken out of an
+// upstream's words too: an upstream that quotes the URL it was called at
+// (a 404 naming the route, an error echoing the request) must not get the
+// key into the request's e2a.error message nor the bridge's log.
+func TestURLQueryKeyScrubbed(t *testing.T) {
+	const key = "qk-8d2c4e6f1a3b5790"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"error":{"message":"no access to %s (key %s)"}}`, r.URL.RequestURI(), r.URL.Query().Get("api-key"))
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL + "/v1?api-key=" + key + "&api-version=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.Buffer
+	h, err := New("p", &clientUpstream{c: c, url: srv.URL + "/v1/chat/completions?api-key=" + key}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		WithMetrics(prometheus.NewRegistry()), WithRetry(0, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Serve(context.Background(), &e2a.Envelope{RequestID: "r1"}, &recWriter{})
+	var ae *agent.Error
+	if !errors.As(err, &ae) || ae.Code != CodeAuth {
+		t.Fatalf("Serve: %v, want an upstream_auth agent error", err)
+	}
+	if strings.Contains(ae.Message, key) {
+		t.Errorf("the e2a.error message holds the key of the upstream URL's query: %q", ae.Message)
+	}
+	if strings.Contains(logs.String(), key) {
+		t.Errorf("the bridge's log holds the key of the upstream URL's query:\n%s", logs.String())
+	}
+	if got := c.Scrub("retry in 2 s"); got != "retry in 2 s" {
+		t.Errorf("Client.Scrub took a short query value (api-version=2) out: %q", got)
+	}
+}
