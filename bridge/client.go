@@ -41,8 +41,8 @@ type Credentials struct {
 	KeyHeader string
 	Headers   map[string]string
 	// tokens are OAuth 2.0 access tokens the client sent (or Authorization
-	// values carrying one) and the base URL's query values: secrets to
-	// scrub, never sent from here.
+	// values carrying one) and the base URL's secrets (urlSecrets): secrets
+	// to scrub, never sent from here.
 	tokens []string
 }
 
@@ -331,7 +331,7 @@ type Client struct {
 	rt      http.RoundTripper
 	tokens  *tokenCache // WithTokenSource
 	token   *tokenBox   // the access token sent last, for Scrub
-	query   []string    // the base URL's query values, for Scrub (queryValues)
+	query   []string    // the base URL's query values and path tokens, for Scrub (urlSecrets)
 }
 
 // NewClient returns the client of the upstream at base (an absolute http or
@@ -341,7 +341,7 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{base: u, connect: 5 * time.Second, idle: 60 * time.Second, token: new(tokenBox), query: queryValues(u)}
+	c := &Client{base: u, connect: 5 * time.Second, idle: 60 * time.Second, token: new(tokenBox), query: urlSecrets(u)}
 	if err := option.Apply(ErrInvalidOption, c, opts); err != nil {
 		return nil, err
 	}
@@ -486,28 +486,45 @@ func (c *Client) Probe(ctx context.Context, path string, body func(io.Reader)) (
 	return 0, err
 }
 
-// queryValues are the values of u's query parameters of minSecret
-// characters or more, as given and decoded: a query may carry a key
-// (?key=…, ?api-key=…, a gateway's ?token=…), which Location keeps out
-// of the logs, and an upstream that quotes the URL it was called at (a
-// 404 naming the route, an error page echoing the request) must not get
-// it into a log or an e2a.error frame either (Scrub).
-func queryValues(u *url.URL) []string {
+// urlSecrets are the parts of u that may be a secret, for Scrub: the
+// values of its query parameters of minSecret characters or more (a query
+// may carry a key: ?key=…, ?api-key=…, a gateway's ?token=…) and the
+// segments of its path that read as a token (minPathSecret characters or
+// more, a digit among them: a webhook's path may be its token, as
+// Slack's, n8n's and Zapier's are), as given and decoded. Location keeps
+// them out of the logs; an upstream that quotes the URL it was called at
+// (a 404 naming the route, an error page echoing the request) must not get
+// them into a log or an e2a.error frame either.
+func urlSecrets(u *url.URL) []string {
 	var out []string
-	for _, p := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
-		_, raw, _ := strings.Cut(p, "=")
+	add := func(raw string, unescape func(string) (string, error), secret func(string) bool) {
 		vals := []string{raw}
-		if v, err := url.QueryUnescape(raw); err == nil && v != raw {
+		if v, err := unescape(raw); err == nil && v != raw {
 			vals = append(vals, v)
 		}
 		for _, v := range vals {
-			if len(v) >= minSecret {
+			if secret(v) {
 				out = append(out, v)
 			}
 		}
 	}
+	for _, p := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		_, raw, _ := strings.Cut(p, "=")
+		add(raw, url.QueryUnescape, func(v string) bool { return len(v) >= minSecret })
+	}
+	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+		add(seg, url.PathUnescape, func(v string) bool {
+			return len(v) >= minPathSecret && strings.ContainsAny(v, "0123456789")
+		})
+	}
 	return out
 }
+
+// minPathSecret is the shortest path segment taken for a token
+// (urlSecrets): shorter ones, and those without a digit, are a route's
+// words (v1, chat, completions, agent), which scrubbing would mangle in
+// every message naming them.
+const minPathSecret = 16
 
 // Base is the upstream's base URL.
 func (c *Client) Base() *url.URL { u := *c.base; return &u }

@@ -148,3 +148,43 @@ func TestURLQueryKeyScrubbed(t *testing.T) {
 		t.Errorf("Client.Scrub took a short query value (api-version=2) out: %q", got)
 	}
 }
+
+// TestURLPathTokenScrubbed: a token in the upstream URL's path (--http
+// 'https://hooks.example/hook/<token>', a webhook's URL), which the logs
+// never show (Location: scheme and host, "/…"), is taken out of an
+// upstream's words: a 404 naming the route it was called at must not put
+// the token into the request's e2a.error message nor the bridge's log.
+// A route's words (agent, v1) are left.
+func TestURLPathTokenScrubbed(t *testing.T) {
+	const token = "a7f3c9e2b5d14f60"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"error":"no route %s"}`, r.URL.Path)
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL + "/v1/agent/hook/" + token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.Buffer
+	h, err := New("p", &clientUpstream{c: c, url: c.Base().String()}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		WithMetrics(prometheus.NewRegistry()), WithRetry(0, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Serve(context.Background(), &e2a.Envelope{RequestID: "r1"}, &recWriter{})
+	var ae *agent.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("Serve: %v, want an agent error", err)
+	}
+	if strings.Contains(ae.Message, token) {
+		t.Errorf("the e2a.error message holds the token of the upstream URL's path: %q", ae.Message)
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("the bridge's log holds the token of the upstream URL's path:\n%s", logs.String())
+	}
+	if got := c.Scrub("no route /v1/agent/hook"); got != "no route /v1/agent/hook" {
+		t.Errorf("Client.Scrub took a route's words out: %q", got)
+	}
+}

@@ -288,7 +288,7 @@ func tokenError(err error) *Error {
 // scrubbing is the credentials Scrub and error pages take out: the
 // client's, the access tokens it sent last (keptTokens of them: a call
 // sent with one the client has since replaced may quote it), its base
-// URL's query values (queryValues) and, for an
+// URL's query values and path tokens (urlSecrets) and, for an
 // error page, the Authorization its call sent (sent; nil: none).
 func (c *Client) scrubbing(sent http.Header) Credentials {
 	toks := append(c.token.all(), c.query...)
