@@ -74,22 +74,15 @@ func TestHeaderTokenScrubbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs testkit.Buffer
-	h, err := New("p", &clientUpstream{c: c, url: srv.URL + "/agent"}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
-		WithMetrics(prometheus.NewRegistry()), WithRetry(0, 1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = h.Serve(context.Background(), &e2a.Envelope{RequestID: "r1"}, &recWriter{})
-	var ae *agent.Error
-	if !errors.As(err, &ae) || ae.Code != CodeAuth {
-		t.Fatalf("Serve: %v, want an upstream_auth agent error", err)
+	ae, logs := serveRefused(t, c, srv.URL+"/agent")
+	if ae.Code != CodeAuth {
+		t.Fatalf("Serve: %v, want an upstream_auth agent error", ae)
 	}
 	if strings.Contains(ae.Message, token) {
 		t.Errorf("the e2a.error message holds the upstream token: %q", ae.Message)
 	}
-	if strings.Contains(logs.String(), token) {
-		t.Errorf("the bridge's log holds the upstream token:\n%s", logs.String())
+	if strings.Contains(logs, token) {
+		t.Errorf("the bridge's log holds the upstream token:\n%s", logs)
 	}
 	if got := c.Scrub("token " + token + " has expired"); strings.Contains(got, token) {
 		t.Errorf("Client.Scrub leaves the token of its Authorization header: %q", got)
@@ -127,22 +120,15 @@ func TestURLQueryKeyScrubbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs testkit.Buffer
-	h, err := New("p", &clientUpstream{c: c, url: srv.URL + "/v1/chat/completions?api-key=" + key}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
-		WithMetrics(prometheus.NewRegistry()), WithRetry(0, 1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = h.Serve(context.Background(), &e2a.Envelope{RequestID: "r1"}, &recWriter{})
-	var ae *agent.Error
-	if !errors.As(err, &ae) || ae.Code != CodeAuth {
-		t.Fatalf("Serve: %v, want an upstream_auth agent error", err)
+	ae, logs := serveRefused(t, c, srv.URL+"/v1/chat/completions?api-key="+key)
+	if ae.Code != CodeAuth {
+		t.Fatalf("Serve: %v, want an upstream_auth agent error", ae)
 	}
 	if strings.Contains(ae.Message, key) {
 		t.Errorf("the e2a.error message holds the key of the upstream URL's query: %q", ae.Message)
 	}
-	if strings.Contains(logs.String(), key) {
-		t.Errorf("the bridge's log holds the key of the upstream URL's query:\n%s", logs.String())
+	if strings.Contains(logs, key) {
+		t.Errorf("the bridge's log holds the key of the upstream URL's query:\n%s", logs)
 	}
 	if got := c.Scrub("retry in 2 s"); got != "retry in 2 s" {
 		t.Errorf("Client.Scrub took a short query value (api-version=2) out: %q", got)
@@ -167,8 +153,25 @@ func TestURLPathTokenScrubbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ae, logs := serveRefused(t, c, c.Base().String())
+	if strings.Contains(ae.Message, token) {
+		t.Errorf("the e2a.error message holds the token of the upstream URL's path: %q", ae.Message)
+	}
+	if strings.Contains(logs, token) {
+		t.Errorf("the bridge's log holds the token of the upstream URL's path:\n%s", logs)
+	}
+	if got := c.Scrub("no route /v1/agent/hook"); got != "no route /v1/agent/hook" {
+		t.Errorf("Client.Scrub took a route's words out: %q", got)
+	}
+}
+
+// serveRefused serves one request through a handler of c's upstream at url
+// (no retry) and returns its agent error and the bridge's log: what a
+// secret of c's must stay out of.
+func serveRefused(t *testing.T, c *Client, url string) (*agent.Error, string) {
+	t.Helper()
 	var logs testkit.Buffer
-	h, err := New("p", &clientUpstream{c: c, url: c.Base().String()}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+	h, err := New("p", &clientUpstream{c: c, url: url}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 		WithMetrics(prometheus.NewRegistry()), WithRetry(0, 1, 1))
 	if err != nil {
 		t.Fatal(err)
@@ -178,13 +181,5 @@ func TestURLPathTokenScrubbed(t *testing.T) {
 	if !errors.As(err, &ae) {
 		t.Fatalf("Serve: %v, want an agent error", err)
 	}
-	if strings.Contains(ae.Message, token) {
-		t.Errorf("the e2a.error message holds the token of the upstream URL's path: %q", ae.Message)
-	}
-	if strings.Contains(logs.String(), token) {
-		t.Errorf("the bridge's log holds the token of the upstream URL's path:\n%s", logs.String())
-	}
-	if got := c.Scrub("no route /v1/agent/hook"); got != "no route /v1/agent/hook" {
-		t.Errorf("Client.Scrub took a route's words out: %q", got)
-	}
+	return ae, logs.String()
 }
