@@ -142,7 +142,12 @@
 //     E2A_WORKFLOW_CREDENTIAL_<NAME>) are resolved only inside the worker,
 //     per principal and optionally bound to hosts (an environment
 //     credential by E2A_WORKFLOW_CREDHOSTS_<NAME>, host patterns
-//     comma-separated). Envelopes carry only the reference; values used
+//     comma-separated). A credential is injected only into https
+//     calls, or plain http ones to a loopback host (127.0.0.0/8, ::1,
+//     "localhost": a local API, where it crosses no network); a binding
+//     names hosts, not a scheme, so an ApiCall to http://<bound host>/…
+//     is a PermissionError before anything is sent (the value would
+//     travel in clear). Envelopes carry only the reference; values used
 //     in an execution are redacted from responses, results, errors and
 //     frames (an API echoing a header cannot leak it);
 //     [Secret] prints as "[redacted]".

@@ -3,6 +3,7 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -231,6 +232,9 @@ func (v *Vault) check(principal, id string, u *url.URL) *Error {
 		// the same answer whether it exists or not
 		return permissionError("credential %q is not available to this agent", id)
 	}
+	if u != nil && strings.EqualFold(u.Scheme, "http") && !loopbackHost(u) {
+		return permissionError("credential %q is sent over https only, not to http://%s", id, u.Host)
+	}
 	if len(c.hosts) > 0 && u != nil {
 		host, port := normHost(u)
 		for _, hp := range c.hosts {
@@ -241,6 +245,20 @@ func (v *Vault) check(principal, id string, u *url.URL) *Error {
 		return permissionError("credential %q may not be sent to %s", id, u.Host)
 	}
 	return nil
+}
+
+// loopbackHost reports whether u names a loopback host: an IP literal in
+// 127.0.0.0/8 or ::1 (IPv4-mapped too), or "localhost". A credential goes
+// over plain http only to such a host (a local API in development), where
+// it never crosses a network; elsewhere an http url would send it in clear
+// to anyone on the path, whatever host binding it has.
+func loopbackHost(u *url.URL) bool {
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // resolve returns the credential's value for a request to u.
