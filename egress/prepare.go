@@ -129,14 +129,18 @@ func withPrepared(p *Prepared) ReplayOption {
 // options (its wait limits, then opts), for a protocol's answers that are
 // values or events rather than a rendered stream (package protocols/a2a's).
 func (s *Service) OpenReader(ctx context.Context, requestID string, from int64, opts ...ReplayOption) (*Reader, error) {
-	return Open(ctx, s.nc, requestID, from, append(s.replayOptions(nil), opts...)...)
+	ac := s.newAnswerCount(ctx, requestID, from)
+	opts = append(append(s.replayOptions(nil), opts...), ac.option)
+	return ac.opened(Open(ctx, s.nc, requestID, from, opts...))
 }
 
 // OpenPrepared is [Service.OpenReader] taking over the live subscription
 // prepared in ctx for requestID ([ExpectStream], [Service.Prepare]) when
 // there is one, as the service's own streams do.
 func (s *Service) OpenPrepared(ctx context.Context, requestID string, from int64, opts ...ReplayOption) (*Reader, error) {
-	return s.open(ctx, requestID, from, append(s.replayOptions(nil), opts...)...)
+	ac := s.newAnswerCount(ctx, requestID, from)
+	opts = append(append(s.replayOptions(nil), opts...), ac.option)
+	return ac.opened(s.open(ctx, requestID, from, opts...))
 }
 
 // open is Open on the service's connection, with the subscription prepared

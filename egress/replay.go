@@ -80,6 +80,11 @@ type replayConfig struct {
 	// firstStored: a read whose first frames aged out starts at the first
 	// one stored (WithFirstStored).
 	firstStored bool
+	// countAs is the format a protocol's answer read through
+	// Service.OpenReader or OpenPrepared is counted and spanned as
+	// (CountedAs); count is that answer's account (answerCount).
+	countAs string
+	count   *answerCount
 }
 
 // batchGetter reads up to batch messages stored under subject in stream
@@ -480,6 +485,9 @@ func (r *Reader) Close() {
 		return
 	}
 	r.closed = true
+	if r.cfg.count != nil {
+		r.cfg.count.end()
+	}
 	r.deadlineT = r.releaseTimer(r.deadlineT)
 	r.pollT = r.releaseTimer(r.pollT)
 	r.beatT = r.releaseTimer(r.beatT)
@@ -499,6 +507,16 @@ func (r *Reader) Close() {
 // point (the frames before aged out) or its next frames aged out while it
 // read (a slow reader behind the stream's front), or the context's error.
 func (r *Reader) Next(ctx context.Context) (render.Frame, error) {
+	if r.cfg.count != nil {
+		f, err := r.read(ctx)
+		r.cfg.count.read(err == nil && f.IsFinal(), err)
+		return f, err
+	}
+	return r.read(ctx)
+}
+
+// read is Next, uncounted.
+func (r *Reader) read(ctx context.Context) (render.Frame, error) {
 	for {
 		if r.head < len(r.queue) {
 			f := r.queue[r.head]

@@ -45,6 +45,13 @@ const (
 	FormatA2AV1SSE      = "a2av1_sse"  // rendered by package protocols/a2av1
 )
 
+// Labels of answers egress reads but does not render (CountedAs): not in
+// Formats, which are renderers'.
+const (
+	FormatA2AV1JSON = "a2av1_json" // A2A v1.0's blocking SendMessage, every binding (package protocols/a2av1)
+	FormatA2AV1GRPC = "a2av1_grpc" // A2A v1.0's gRPC streams (package protocols/a2av1)
+)
+
 // Formats lists every output format, in a stable order.
 var Formats = []string{FormatE2ASSE, FormatE2ANDJSON, FormatE2AJSON, FormatA2ASSE, FormatA2AJSON, FormatAgentVaultSSE, FormatACP, FormatA2ENDJSON, FormatA2AV1SSE}
 

@@ -541,8 +541,9 @@ func (a Answers) A2AResult(ctx context.Context, requestID string, p A2AParams, o
 // the task's requests exists.
 //
 // interaction is A2AParams.Interaction for the live events (the task
-// itself is rebuilt whole, as tasks/get answers it).
-func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interaction bool, f Follow) iter.Seq2[a2a.Event, error] {
+// itself is rebuilt whole, as tasks/get answers it); opts are each turn's
+// read's (egress.CountedAs).
+func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interaction bool, f Follow, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		reqs, expired, err := a.loadMarked(ctx, task)
 		if err != nil {
@@ -577,7 +578,7 @@ func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interacti
 				}
 				return
 			}
-			for ev, err := range a.A2AFollow(ctx, next, p, 0, f, egress.WithoutRequestCheck()) {
+			for ev, err := range a.A2AFollow(ctx, next, p, 0, f, append([]egress.ReplayOption{egress.WithoutRequestCheck()}, opts...)...) {
 				if !yield(ev, err) {
 					return
 				}
@@ -600,7 +601,7 @@ func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interacti
 		}
 		// The running turn from its first frame (runningTask), or from its
 		// frames not read yet when they are all in t.
-		for ev, err := range a.A2AFollow(ctx, reqs[i].Envelope.RequestID, p, from, read) {
+		for ev, err := range a.A2AFollow(ctx, reqs[i].Envelope.RequestID, p, from, read, opts...) {
 			if !yield(ev, err) {
 				return
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"google.golang.org/grpc"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -304,7 +305,7 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 		return &a2a.Task{ID: a2a.TaskID(id), ContextID: cmp.Or(p.ContextID, id),
 			Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: &ts}}, nil
 	}
-	res, err := h.h.V1Answers().A2AResult(ctx, acc.RequestID, p, egress.WithoutRequestCheck())
+	res, err := h.h.V1Answers().A2AResult(ctx, acc.RequestID, p, egress.WithoutRequestCheck(), egress.CountedAs(SendFormat))
 	if err != nil {
 		return nil, sdkError(err)
 	}
@@ -349,7 +350,16 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 	c, _ := callFrom(ctx)
 	f := follow(c.c, &host.Task{Session: host.Session{ID: cmp.Or(p.TaskID, sub.RequestID)}})
 	f.Next = nil // an interrupted turn's stream ends at the question, unless its answer is recorded already (f.Later)
-	return v1Events(h.h.V1Answers().A2AFollow(sub.Context(), sub.RequestID, p, 0, f, egress.WithoutRequestCheck()), p, sub.Done)
+	return v1Events(h.h.V1Answers().A2AFollow(sub.Context(), sub.RequestID, p, 0, f, egress.WithoutRequestCheck(), egress.CountedAs(streamFormat(ctx))), p, sub.Done)
+}
+
+// streamFormat is the label a stream the SDK writes is counted under: the
+// gRPC binding's, else the SSE of the HTTP bindings.
+func streamFormat(ctx context.Context) string {
+	if _, ok := grpc.Method(ctx); ok {
+		return GRPCStreamFormat
+	}
+	return StreamFormat
 }
 
 // stream takes one of the caller's stream slots (none when the binding
@@ -667,7 +677,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	// The task and its live events without the parts a basic client
 	// must not get (no output modes here: all of them otherwise).
 	interaction := a2aproto.Interaction(c.header, &e2a.Envelope{})
-	evs := h.h.V1Answers().A2ASubscription(ctx, t, interaction, follow(c.c, t))
+	evs := h.h.V1Answers().A2ASubscription(ctx, t, interaction, follow(c.c, t), egress.CountedAs(streamFormat(ctx)))
 	if !ReplayRequested(c.header) {
 		evs = refuseFinished(evs)
 	}

@@ -86,7 +86,7 @@ func (a fakeAnswers) A2AFollow(ctx context.Context, requestID string, p a2amap.P
 	return a.A2AEvents(ctx, requestID, p, from, opts...)
 }
 
-func (a fakeAnswers) A2ASubscription(ctx context.Context, task *host.Task, _ bool, _ a2aproto.Follow) iter.Seq2[a2a.Event, error] {
+func (a fakeAnswers) A2ASubscription(ctx context.Context, task *host.Task, _ bool, _ a2aproto.Follow, _ ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		t, _ := a.A2ATaskOf(ctx, task, nil)
 		yield(t, nil)

@@ -32,7 +32,7 @@ type Answers interface {
 	// A2ASubscription are SubscribeToTask's events: the task rebuilt from
 	// its requests, then its running request's events, and its later
 	// turns' as f finds them.
-	A2ASubscription(ctx context.Context, t *host.Task, interaction bool, f a2aproto.Follow) iter.Seq2[a2a.Event, error]
+	A2ASubscription(ctx context.Context, t *host.Task, interaction bool, f a2aproto.Follow, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error]
 	// A2ATaskOf is the task rebuilt from its requests' frames.
 	A2ATaskOf(ctx context.Context, t *host.Task, historyLength *int) (*a2a.Task, error)
 	// A2ATaskNow is A2ATaskOf with the turn after the last one read

@@ -23,6 +23,15 @@ import (
 // SSE, rendered by [NewStream].
 const StreamFormat = egress.FormatA2AV1SSE
 
+// SendFormat is blocking SendMessage's answer on every binding, and
+// GRPCStreamFormat the gRPC binding's streams (SendStreamingMessage,
+// SubscribeToTask): the labels they are counted under (egress.CountedAs),
+// as StreamFormat's are.
+const (
+	SendFormat       = egress.FormatA2AV1JSON
+	GRPCStreamFormat = egress.FormatA2AV1GRPC
+)
+
 // now is the clock of the submitted status of the Task a stream opens
 // with when the call gives no submitted time, and of the timestamp of an error's
 // ErrorInfo; tests fix it.
