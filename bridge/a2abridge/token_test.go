@@ -119,7 +119,11 @@ func TestTokenEndpointBusy(t *testing.T) {
 // idle timeout was never sent: it is retried (and completes), not taken
 // for a message the agent got and left unanswered (the idle watch began
 // before the per-call credentials asked for the token, and any idle
-// timeout before a first event counted as sent).
+// timeout before a first event counted as sent). The margins (a 1-s idle
+// timeout, a token 2.5 s late) hold under -race on a loaded machine: with
+// 0.3 and 0.6 s the call's cancel and the retry's send did not always fit
+// (the retry timed out, or the first call's stream went out after its
+// cancel: the agent ran the message twice).
 func TestGRPCSlowTokenRetried(t *testing.T) {
 	t.Parallel()
 	srv := up.Start(t, up.Options{Binding: up.GRPC})
@@ -127,12 +131,12 @@ func TestGRPCSlowTokenRetried(t *testing.T) {
 	var slow atomic.Bool
 	ts := bridge.TokenSourceFunc(func() (*oauth2.Token, error) {
 		if slow.CompareAndSwap(true, false) {
-			<-time.After(600 * time.Millisecond) // the token endpoint, slow once
+			<-time.After(2500 * time.Millisecond) // the token endpoint, slow once
 		}
 		// Tokens within oauth2's expiry margin: each call asks for one.
 		return &oauth2.Token{AccessToken: "grpc-token", TokenType: "Bearer", Expiry: time.Now().Add(5 * time.Second)}, nil
 	})
-	p.Pool("agent", newHandler(t, p, "agent", srv.BaseURL(), bridge.WithIdleTimeout(300*time.Millisecond), bridge.WithTokenSource(ts)))
+	p.Pool("agent", newHandler(t, p, "agent", srv.BaseURL(), bridge.WithIdleTimeout(time.Second), bridge.WithTokenSource(ts)))
 	slow.Store(true)
 	a := p.Ask(t, "agent", `{"params":{"text":"stream: hi"}}`)
 	if a.Final().ResponseKind != e2a.KindComplete {
