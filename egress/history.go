@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/internal/option"
@@ -27,7 +29,9 @@ import (
 // principal that does not see every request, no envelope), and only for
 // an id whose time can be read ([RequestIDTime]: the UUIDv7s the pipeline
 // makes), so that a lookup is a search from that time, never a scan of the
-// history; any other unknown id is answered 404 without asking. At most
+// history; any other unknown id is answered 404 without asking, but for
+// the owner of one whose frames are still hot when a [HistoryNear] is
+// given (searched from its first hot frame's time). At most
 // [DefaultHistoryLookups] lookups run at once per Service, each bounded by
 // [DefaultHistoryTimeout] ([WithHistoryLimits]).
 type History interface {
@@ -39,6 +43,25 @@ type History interface {
 	// retryable ([ErrHistoryUnavailable]). It must
 	// return when ctx ends.
 	Request(ctx context.Context, id string) (HistoricRequest, error)
+}
+
+// HistoryNear is a [History] that can also find a request whose id
+// carries no time (a client's own request_id), given a time to search
+// from. The Service asks it for such an id only where its owner would get
+// 404 otherwise: its envelope aged out of E2A_REQUESTS while some of its
+// frames are still in E2A_RESPONSES (the hot streams drop the envelope
+// first, stored first). near is when the first of those frames was
+// stored: the envelope was stored before it by the request's wait in its
+// pool's queue, so a HistoryNear looks for it in the window it searches
+// around a UUIDv7 id's time, and finds none when the wait was longer
+// (package internal/audit's Auditor: its clock margin, a minute by
+// default). Without a hot frame nothing is asked: a chosen id is never a
+// scan of the history.
+type HistoryNear interface {
+	History
+	// RequestNear is Request for an id without a time, searched around
+	// near.
+	RequestNear(ctx context.Context, id string, near time.Time) (HistoricRequest, error)
 }
 
 // HistoricRequest is a request as a [History] holds it. Its memory is the
@@ -217,13 +240,44 @@ func RequestIDTime(id string) (time.Time, bool) {
 	return time.Unix(sec, nsec), true
 }
 
-// historyFor reports whether the History may be asked for id.
+// historyFor reports whether the History may be asked for id by its time.
 func (s *Service) historyFor(id string) bool {
 	if s.cfg.history == nil {
 		return false
 	}
 	_, ok := RequestIDTime(id)
 	return ok
+}
+
+// historyMay reports whether the History may be asked for id at all: by
+// its time or by its first hot frame's.
+func (s *Service) historyMay(id string) bool {
+	return s.historyFor(id) || s.historyNear(id)
+}
+
+// historyNear reports whether the History may be asked for id by the time
+// of its first hot frame (HistoryNear): an id without a time.
+func (s *Service) historyNear(id string) bool {
+	if _, ok := s.cfg.history.(HistoryNear); !ok {
+		return false
+	}
+	_, ok := RequestIDTime(id)
+	return !ok
+}
+
+// firstFrameTime is when the first frame of request id E2A_RESPONSES holds
+// was stored (one direct get); false when it holds none.
+func (s *Service) firstFrameTime(ctx context.Context, id string) (time.Time, bool, error) {
+	subj, err := responseSubject(id)
+	if err != nil {
+		return time.Time{}, false, nil
+	}
+	var at time.Time
+	_, err = s.mux.GetBatch(ctx, s.streamNames().responses, subj, 1, 1, 0, func(_ uint64, h nats.Header, _ []byte) error {
+		at, _ = time.Parse(time.RFC3339Nano, h.Get(jetstream.TimeStampHeaer))
+		return nil
+	})
+	return at, err == nil && !at.IsZero(), err
 }
 
 // fromHistory looks id up in the History: ErrNotFound when there is none
@@ -236,7 +290,19 @@ func (s *Service) historyFor(id string) bool {
 // holds its turns until the History returns: one that ignores its context
 // cannot hang the read, and the lookups in progress stay bounded.
 func (s *Service) fromHistory(ctx context.Context, id, user string) (*HistoricRequest, error) {
-	if !s.historyFor(id) {
+	var near time.Time // an id without a time: its first hot frame's (historyNear)
+	switch {
+	case s.historyFor(id):
+	case s.historyNear(id):
+		t, ok, err := s.firstFrameTime(ctx, id)
+		if err != nil {
+			return nil, s.historyFailed(ctx, id, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+		}
+		near = t
+	default:
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.historyTimeout)
@@ -267,7 +333,15 @@ func (s *Service) fromHistory(ctx context.Context, id, user string) (*HistoricRe
 				done <- result{err: fmt.Errorf("the history panicked: %v", p)}
 			}
 		}()
-		h, err := s.cfg.history.Request(hctx, id)
+		var (
+			h   HistoricRequest
+			err error
+		)
+		if near.IsZero() {
+			h, err = s.cfg.history.Request(hctx, id)
+		} else {
+			h, err = s.cfg.history.(HistoryNear).RequestNear(hctx, id, near)
+		}
 		done <- result{h, err}
 	}()
 	var r result

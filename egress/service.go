@@ -1536,15 +1536,16 @@ func (s *Service) owned(w http.ResponseWriter, r *http.Request, p tenant.Princip
 		// tell another's request from none; the timing does, by the fetch
 		// and decoding of its envelope (docs/security.md), no more than a
 		// request naming the id (409 conflict) tells.
-		if _, err = confirmRequest(r.Context(), s.mux, s.streamNames().requests, id); err == nil && s.historyFor(id) {
+		if _, err = confirmRequest(r.Context(), s.mux, s.streamNames().requests, id); err == nil && s.historyMay(id) {
 			if _, herr := s.fromHistory(r.Context(), id, p.ID); herr != nil && !errors.Is(herr, ErrNotFound) {
 				err = herr
 			}
 		}
 	}
-	if err == nil && !found && s.historyFor(id) {
+	if err == nil && !found && s.historyMay(id) {
 		// The envelope aged out of E2A_REQUESTS: its owner is the one of
-		// its copy in the History, if any.
+		// its copy in the History, if any (for an id without a time,
+		// found around its first frame still hot: HistoryNear).
 		var h *HistoricRequest
 		if h, err = s.historyCopy(r.Context(), id, p.ID); h != nil && p.Allows(tenant.Read, ownerOfData(h.Envelope)) {
 			return known{hist: h}, true
@@ -1566,10 +1567,11 @@ func (s *Service) owned(w http.ResponseWriter, r *http.Request, p tenant.Princip
 // whose envelope aged out of E2A_REQUESTS while some of its frames are
 // still hot (the streams drop their oldest messages first) is answered
 // from its copy in the History, as to its owner; the hot remainder alone
-// starts after frame 0. A request the History cannot have (no time in its
-// id, or no History) is not looked up.
+// starts after frame 0, and the JSON answer has no envelope. A request the
+// History cannot be asked for (no History, or no time in its id and no
+// HistoryNear) is not looked up.
 func (s *Service) seen(w http.ResponseWriter, r *http.Request, id string) (known, bool) {
-	if !s.historyFor(id) {
+	if !s.historyMay(id) {
 		return known{}, true
 	}
 	msg, err := s.findRequest(r.Context(), id)

@@ -50,17 +50,46 @@ const DefaultHistorySpan = 24 * time.Hour
 // here: the read API checks them as it checks the hot streams' (the
 // invariant checks of Replay report, they do not refuse). It holds one
 // request's messages in memory.
-func (a *Auditor) Request(ctx context.Context, id string) (_ egress.HistoricRequest, err error) {
-	defer func() { err = corrupt(err) }()
+func (a *Auditor) Request(ctx context.Context, id string) (egress.HistoricRequest, error) {
 	t, ok := egress.RequestIDTime(id)
-	if !ok || subjects.ValidateID(id) != nil {
+	if !ok {
 		return egress.HistoricRequest{}, fmt.Errorf("%w: %q carries no time to search the history from", egress.ErrNotFound, id)
+	}
+	return a.request(ctx, id, t, time.Time{})
+}
+
+// The Auditor finds a client's own request_id by its first hot frame's
+// time too.
+var _ egress.HistoryNear = (*Auditor)(nil)
+
+// RequestNear is egress.HistoryNear: Request for an id that carries no
+// time (a client's own request_id), its envelope searched in the window
+// Request searches around a UUIDv7 id's time, around near instead (the
+// clock margin, WithClockMargin: found when the request waited less than
+// that in its pool's queue before its first frame). A UUIDv7 id is
+// searched by its own time, as Request does.
+func (a *Auditor) RequestNear(ctx context.Context, id string, near time.Time) (egress.HistoricRequest, error) {
+	if t, ok := egress.RequestIDTime(id); ok {
+		return a.request(ctx, id, t, time.Time{})
+	}
+	if near.IsZero() {
+		return egress.HistoricRequest{}, fmt.Errorf("%w: %q: no time to search the history from", egress.ErrNotFound, id)
+	}
+	return a.request(ctx, id, near, near)
+}
+
+// request is Request and RequestNear: id searched around t (near, when
+// set, is t for an id without a time).
+func (a *Auditor) request(ctx context.Context, id string, t, near time.Time) (_ egress.HistoricRequest, err error) {
+	defer func() { err = corrupt(err) }()
+	if subjects.ValidateID(id) != nil {
+		return egress.HistoricRequest{}, fmt.Errorf("%w: %q is not a request id", egress.ErrNotFound, id)
 	}
 	responses, err := a.state(ctx, streams.ResponsesStream)
 	if err != nil {
 		return egress.HistoricRequest{}, err
 	}
-	rc := &replayCtx{q: Query{RequestIDs: []string{id}, Source: SourceAudit, Since: t.Add(-a.margin)}, bounded: true, span: DefaultHistorySpan}
+	rc := &replayCtx{q: Query{RequestIDs: []string{id}, Source: SourceAudit, Since: t.Add(-a.margin)}, bounded: true, near: near, span: DefaultHistorySpan}
 	if responses.maxAge > 0 {
 		rc.span = responses.maxAge
 	}

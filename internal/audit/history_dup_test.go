@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -44,12 +43,7 @@ func secretFrame(t *testing.T, id, user string, seq int64, final bool, text stri
 // stores a request of alice's (a UUIDv7 id) in E2A_REQUESTS.
 func alicesRequest(t *testing.T) (jetstream.JetStream, *nats.Conn, *httptest.Server, string) {
 	t.Helper()
-	js, nc := server(t)
-	a, err := audit.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := readAPI(t, nc, a)
+	js, nc, _, srv := historyServer(t)
 	id := uuid.Must(uuid.NewV7()).String()
 	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: "chat.send", UserID: "alice"})
 	return js, nc, srv, id

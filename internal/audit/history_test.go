@@ -38,6 +38,18 @@ func readAPI(t *testing.T, nc *nats.Conn, a *audit.Auditor) *httptest.Server {
 	}))
 }
 
+// historyServer starts a server, an Auditor on it and the read API with
+// the Auditor as its history (readAPI).
+func historyServer(t *testing.T) (jetstream.JetStream, *nats.Conn, *audit.Auditor, *httptest.Server) {
+	t.Helper()
+	js, nc := server(t)
+	a, err := audit.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, nc, a, readAPI(t, nc, a)
+}
+
 // getAnswer is a read of the read API as user.
 func getAnswer(t *testing.T, url, user string, hdr ...string) testkit.Answer {
 	t.Helper()
@@ -111,12 +123,7 @@ func checkFromHistory(t *testing.T, srv *httptest.Server, ids []string, hot map[
 // client's own id (no time to search from: not looked up).
 func TestReadAPIFromTheAuditHistory(t *testing.T) {
 	t.Parallel()
-	js, nc := server(t)
-	a, err := audit.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := readAPI(t, nc, a)
+	js, nc, a, srv := historyServer(t)
 	ids := []string{storeOwned(t, js, nc, false), storeOwned(t, js, nc, true)}
 	client := "client-chosen-history"
 	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: client, Method: "chat", UserID: "alice"}, 1)

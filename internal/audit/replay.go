@@ -181,6 +181,9 @@ type replayCtx struct {
 	// request's frames read no further than span after its copy.
 	bounded bool
 	span    time.Duration
+	// near is the time a bounded search of an id without one goes by
+	// (RequestNear); zero for any other search.
+	near time.Time
 	// lost is the first report of archived messages only a corrupt batch
 	// holds that a read went on past (keepLost).
 	lost error
@@ -406,6 +409,9 @@ func (a *Auditor) auditFramesOf(ctx context.Context, rc *replayCtx, id string, r
 // margin, whatever the audit holds.
 func (a *Auditor) auditRequestHinted(ctx context.Context, rc *replayCtx, id string, from uint64) (*storedMsg, error) {
 	t, ok := egress.RequestIDTime(id)
+	if !ok && rc.bounded && !rc.near.IsZero() {
+		t, ok = rc.near, true
+	}
 	switch {
 	case !ok && rc.bounded:
 		return nil, nil
