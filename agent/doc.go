@@ -103,8 +103,12 @@
 //     for has ended (a task's turns end in the order they run); a
 //     shutdown hands it back. Its
 //     [WithConcurrency] slot is given back while it waits (a turn picked up
-//     before the one it waits for never keeps that one from being pulled),
-//     but its delivery stays unacknowledged: waiting turns count against
+//     before the one it waits for never keeps that one from being pulled)
+//     and taken again once that one has ended, from the slots a pull in
+//     flight holds for requests not delivered yet when none is free (a
+//     request that pull then delivers waits for a slot, heartbeated), so a
+//     turn after one that ran on another process starts at once; its
+//     delivery stays unacknowledged meanwhile: waiting turns count against
 //     the pool's MaxAckPending ([WithMaxAckPending]), which must stay above
 //     the number of turns that may wait at once, or the turns they wait for
 //     are never delivered. A named request not stored is waited for until

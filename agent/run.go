@@ -416,6 +416,7 @@ func (w *worker) stopAll(cause error) {
 func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 	n := w.cfg.concurrency
 	slots := make(chan struct{}, n)
+	spare := newFetchSpare()
 	backoff := 10 * time.Millisecond
 	for {
 		// A done ctx wins over a free slot: select picks at random among
@@ -439,9 +440,10 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 				break more
 			}
 		}
+		spare.set(want)
 		batch, err := cons.Fetch(want, jetstream.FetchMaxWait(w.cfg.fetchWait))
 		if err != nil {
-			for range want {
+			for range spare.reset() {
 				<-slots
 			}
 			var stop bool
@@ -450,24 +452,31 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 			}
 			continue
 		}
-		got := 0
 		for m := range batch.Messages() {
-			got++
+			// A waiting turn may have taken this pull's slot over
+			// (slot.acquire): the request then waits for one.
+			held := spare.take()
 			if ctx.Err() != nil {
 				_ = m.Nak()
-				<-slots
+				if held {
+					<-slots
+				}
 				continue
 			}
 			w.noteFirst(cons, m)
 			w.wg.Add(1)
 			w.gos.Go(func() {
 				defer w.wg.Done()
-				sl := &slot{c: slots, held: true}
+				sl := &slot{c: slots, held: held, spare: spare}
 				defer sl.release()
+				if !held && !w.awaitSlot(ctx, m, sl) {
+					_ = m.Nak()
+					return
+				}
 				w.process(m, sl)
 			})
 		}
-		for range want - got {
+		for range spare.reset() {
 			<-slots
 		}
 		if ferr := batch.Error(); ferr != nil && !errors.Is(ferr, nats.ErrTimeout) && !errors.Is(ferr, context.DeadlineExceeded) {
@@ -478,6 +487,26 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 			continue
 		}
 		backoff = 10 * time.Millisecond
+	}
+}
+
+// awaitSlot waits for a slot for the delivery m, which a pull delivered
+// after a waiting turn took its slot over (slot.acquire), keeping the
+// delivery with heartbeats meanwhile; false when ctx ended first.
+func (w *worker) awaitSlot(ctx context.Context, m jetstream.Msg, sl *slot) bool {
+	for {
+		hctx, cancel := context.WithTimeout(ctx, w.cfg.heartbeat)
+		ok := sl.acquire(hctx)
+		cancel()
+		if ok {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if !w.cfg.noHeartbeat {
+			_ = m.InProgress()
+		}
 	}
 }
 

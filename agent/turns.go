@@ -52,8 +52,9 @@ var (
 // slot is the fetch loop's slot (WithConcurrency) a request goroutine
 // holds. Used by that goroutine only.
 type slot struct {
-	c    chan struct{}
-	held bool
+	c     chan struct{}
+	held  bool
+	spare *fetchSpare // the fetch loop's slots its pull in flight holds for no request yet
 }
 
 // release gives the slot back (a no-op when not held).
@@ -65,18 +66,87 @@ func (s *slot) release() {
 }
 
 // acquire takes a slot again, waiting for one to free up; false when ctx
-// ended first.
+// ended first. A slot the fetch loop holds for its pull in flight and no
+// request took yet is taken over (fetchSpare): the fetch loop takes every
+// free slot for each pull, which waits up to the fetch wait (1 s) for
+// requests, so a turn whose earlier turn ended on another worker waited
+// for that pull to end before it ran (seen live: two workers of a pool,
+// a task's turns alternating between them, each started 0.4-1 s after
+// the one before had ended; on one worker, the earlier turn's slot freed
+// at its end went to it at once).
 func (s *slot) acquire(ctx context.Context) bool {
 	if s == nil || s.held {
 		return true
 	}
-	select {
-	case s.c <- struct{}{}:
-		s.held = true
-		return true
-	case <-ctx.Done():
+	for {
+		var more <-chan struct{}
+		if s.spare != nil {
+			more = s.spare.more()
+			if s.spare.take() {
+				s.held = true
+				return true
+			}
+		}
+		select {
+		case s.c <- struct{}{}:
+			s.held = true
+			return true
+		case <-more:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// fetchSpare counts the slots the fetch loop holds for its pull in flight
+// that no request it delivered took yet, which a waiting turn may take
+// over (slot.acquire). A request the pull then delivers without a slot
+// left waits for one (worker.awaitSlot).
+type fetchSpare struct {
+	mu   sync.Mutex
+	n    int
+	wake chan struct{} // closed when n becomes positive
+}
+
+func newFetchSpare() *fetchSpare { return &fetchSpare{wake: make(chan struct{})} }
+
+// set records the n slots a pull holds, waking the turns waiting for one.
+func (f *fetchSpare) set(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n = n
+	if n > 0 {
+		close(f.wake)
+		f.wake = make(chan struct{})
+	}
+}
+
+// take takes one of the spare slots: false when none is left.
+func (f *fetchSpare) take() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
 		return false
 	}
+	f.n--
+	return true
+}
+
+// reset ends the pull's hold: the slots still spare, for the fetch loop
+// to give back.
+func (f *fetchSpare) reset() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.n
+	f.n = 0
+	return n
+}
+
+// more is closed once spare slots are set again.
+func (f *fetchSpare) more() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.wake
 }
 
 // turnChain returns the turns the turn m carries runs after, the nearest

@@ -526,3 +526,88 @@ func TestForgedLiveFinalDoesNotStartTurn(t *testing.T) {
 	close(release)
 	waitFinal(t, s.nc, "forged-turn-2", 10*time.Second)
 }
+
+// A turn whose earlier turn ran on another worker of the pool runs once
+// that turn has ended, not once this worker's pull in flight ends: the
+// fetch loop takes every free slot for each pull (here one, held for the
+// fetch wait, 20 s), the slot the waiting turn gave back among them,
+// and the turn waited for that pull to end (up to the fetch wait, 1 s by
+// default: seen live with two workers of a pool, a task's turns alternating
+// between them, each 0.4-1 s after the one before).
+func TestTurnAfterTurnOnAnotherWorkerRunsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID == "other-turn-1" {
+			close(started)
+			<-release
+		}
+		return w.Complete(env.RequestID)
+	})
+	// One slot each: the first worker, running turn 1, pulls nothing more,
+	// so turn 2 goes to the second.
+	startWorker(t, s.connect(t), "otherw", h, agent.WithConcurrency(1), agent.WithFetchWait(20*time.Second))
+	waitConsumer(t, s.js, "otherw")
+	publish(t, s.js, "otherw", request("other-turn-1", nil))
+	<-started
+	startWorker(t, s.connect(t), "otherw", h, agent.WithConcurrency(1), agent.WithFetchWait(20*time.Second))
+	publishAfter(t, s.js, "otherw", request("other-turn-2", nil), "other-turn-1")
+	waitPending(t, s.js, "otherw", 2)
+	// Turn 2 waits, its slot given back and taken by the second worker's
+	// next pull.
+	name, _ := streams.AgentConsumerName("otherw")
+	testkit.Eventually(t, 10*time.Second, "the second worker's next pull", func() bool {
+		c, err := s.js.Consumer(tctx(t), streams.RequestsStream, name)
+		return err == nil && c.CachedInfo().NumWaiting == 1
+	})
+	close(release)
+	waitFinal(t, s.nc, "other-turn-2", 8*time.Second)
+}
+
+// A request a pull delivers after a waiting turn took that pull's slot
+// over (TestTurnAfterTurnOnAnotherWorkerRunsAtOnce) waits for a slot: the
+// pool's concurrency still bounds the handlers running. Turn 1 is another
+// worker's here: stored for another pool, its final frame written as that
+// worker would.
+func TestTurnTakingThePullsSlotKeepsTheBound(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	started2, release2 := make(chan struct{}), make(chan struct{})
+	var running2, overlapped atomic.Bool
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		switch env.RequestID {
+		case "steal-2":
+			running2.Store(true)
+			close(started2)
+			<-release2
+			running2.Store(false)
+		case "steal-3":
+			overlapped.Store(running2.Load())
+		}
+		return w.Complete(env.RequestID)
+	})
+	startWorker(t, s.connect(t), "stealw", h, agent.WithConcurrency(1), agent.WithFetchWait(20*time.Second))
+	waitConsumer(t, s.js, "stealw")
+	publish(t, s.js, "elsewhere", request("steal-1", nil))
+	publishAfter(t, s.js, "stealw", request("steal-2", nil), "steal-1")
+	waitPending(t, s.js, "stealw", 1)
+	name, _ := streams.AgentConsumerName("stealw")
+	testkit.Eventually(t, 10*time.Second, "the worker's next pull", func() bool {
+		c, err := s.js.Consumer(tctx(t), streams.RequestsStream, name)
+		return err == nil && c.CachedInfo().NumWaiting == 1
+	})
+	natstest.PublishBurst(t, s.nc, "steal-1", 0, 0, natstest.Frame("steal-1", 0, true))
+	select {
+	case <-started2:
+	case <-time.After(8 * time.Second):
+		t.Fatal("steal-2 did not run once steal-1 had ended")
+	}
+	publish(t, s.js, "stealw", request("steal-3", nil))
+	waitPending(t, s.js, "stealw", 2)
+	close(release2)
+	waitFinal(t, s.nc, "steal-3", 8*time.Second)
+	if overlapped.Load() {
+		t.Error("steal-3 ran while steal-2 ran, on a worker of one slot")
+	}
+}
