@@ -39,6 +39,12 @@ type ConnConfig struct {
 	// ReconnectWait is the pause between reconnect attempts; default 2s.
 	// The connection reconnects forever.
 	ReconnectWait time.Duration `envconfig:"E2A_NATS_RECONNECT_WAIT"`
+	// PingInterval is how often the client pings its server; default 1s
+	// (DefaultPingInterval). A server that leaves MaxPingsOut pings in a
+	// row unanswered is given up for another one of the cluster: a
+	// frozen server, or one behind a partition that drops packets, closes
+	// no socket, so only the pings tell.
+	PingInterval time.Duration `envconfig:"E2A_NATS_PING_INTERVAL"`
 	// ReconnectBufSize is how many bytes of publishes are buffered while
 	// reconnecting; default 8 MiB.
 	ReconnectBufSize int `envconfig:"E2A_NATS_RECONNECT_BUFFER"`
@@ -203,8 +209,8 @@ func (c ConnConfig) Validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("%w: TLS certificate and key go together", ErrInvalidConnConfig)
 	}
-	if c.ReconnectWait < 0 || c.ReconnectBufSize < 0 {
-		return fmt.Errorf("%w: negative reconnect setting", ErrInvalidConnConfig)
+	if c.ReconnectWait < 0 || c.ReconnectBufSize < 0 || c.PingInterval < 0 {
+		return fmt.Errorf("%w: negative reconnect or ping setting", ErrInvalidConnConfig)
 	}
 	if c.InboxPrefix != "" && !validInboxPrefix(c.InboxPrefix) {
 		return fmt.Errorf("%w: inbox prefix %q is not a subject without wildcards (E2A_NATS_INBOX_PREFIX, e.g. _INBOX.ingress)", ErrInvalidConnConfig, c.InboxPrefix)
@@ -212,8 +218,22 @@ func (c ConnConfig) Validate() error {
 	return nil
 }
 
+// DefaultPingInterval and MaxPingsOut bound how long a connection stays on
+// a server that stopped answering: it is given up at the (MaxPingsOut+1)th
+// ping tick without a pong, 4–5 s after the server froze, and the client
+// reconnects to another server of the cluster. nats.go's own defaults (a
+// ping every 2 minutes, 2 outstanding) kept a stage on a frozen server for
+// 6 minutes while the rest of the cluster served: every agent worker and
+// serve replica on it stalled. A pong is allowed 2–3 s, so a loaded
+// server or client is not mistaken for a frozen one.
+const (
+	DefaultPingInterval = time.Second
+	MaxPingsOut         = 3
+)
+
 // Options returns the nats.Options for c: servers, authentication, TLS,
-// name, inbox prefix, and reconnecting forever with buffered publishes.
+// name, inbox prefix, reconnecting forever with buffered publishes, and
+// pings that give up a server that stopped answering (DefaultPingInterval).
 //
 // It returns ErrInvalidConnConfig when c is invalid.
 func (c ConnConfig) Options() ([]nats.Option, error) {
@@ -232,11 +252,17 @@ func (c ConnConfig) Options() ([]nats.Option, error) {
 	if buf == 0 {
 		buf = 8 << 20
 	}
+	ping := c.PingInterval
+	if ping == 0 {
+		ping = DefaultPingInterval
+	}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(wait),
 		nats.ReconnectBufSize(buf),
+		nats.PingInterval(ping),
+		nats.MaxPingsOutstanding(MaxPingsOut),
 	}
 	switch {
 	case c.CredsFile != "":

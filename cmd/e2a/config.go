@@ -401,6 +401,8 @@ func (c Config) checkConn() error {
 	switch {
 	case c.ReconnectWait < 0:
 		return fmt.Errorf("config: E2A_NATS_RECONNECT_WAIT (%s) must not be negative (0 = 2s)", c.ReconnectWait)
+	case c.PingInterval < 0:
+		return fmt.Errorf("config: E2A_NATS_PING_INTERVAL (%s) must not be negative (0 = 1s)", c.PingInterval)
 	case c.ReconnectBufSize < 0:
 		return fmt.Errorf("config: E2A_NATS_RECONNECT_BUFFER (%d) must not be negative (0 = 8 MiB)", c.ReconnectBufSize)
 	case methods > 1:

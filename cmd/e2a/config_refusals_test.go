@@ -51,6 +51,7 @@ func TestConfigRefusedNamingVariable(t *testing.T) {
 		{[]string{"E2A_LOG_FORMAT="}, "E2A_LOG_FORMAT is set but empty: want json or text"},
 		{[]string{"E2A_LOG_LEVEL="}, "E2A_LOG_LEVEL is set but empty: want debug, info, warn or error"},
 		{[]string{"E2A_NATS_RECONNECT_WAIT=-1s"}, "E2A_NATS_RECONNECT_WAIT"},
+		{[]string{"E2A_NATS_PING_INTERVAL=-1s"}, "E2A_NATS_PING_INTERVAL"},
 		{[]string{"E2A_NATS_RECONNECT_BUFFER=-5"}, "E2A_NATS_RECONNECT_BUFFER"},
 		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_PASSWORD=hunter2-secret"}, "E2A_NATS_USER"},
 		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_TLS_CERT=/etc/tls.crt"}, "E2A_NATS_TLS_KEY"},
