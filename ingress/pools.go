@@ -20,7 +20,9 @@ import (
 // ErrUnknownPool in each protocol's shape. A known pool with no worker
 // pulling right now is accepted, with a warning in the answer and the log.
 // Live pools are cached for ttl (default 2 s; an unknown pool, or one
-// without a live worker, is looked up again at once). `e2a dev`, `e2a serve` and `e2a acp` forwarding to a
+// without a live worker, is looked up again at once); a lookup waits
+// poolLookupTimeout at most, and one that fails lets the request through.
+// `e2a dev`, `e2a serve` and `e2a acp` forwarding to a
 // pipeline enable it unless E2A_ACCEPT_UNKNOWN_POOLS is set.
 func WithPoolCheck(ttl time.Duration) Option {
 	return func(o *options) error {
@@ -34,6 +36,14 @@ func WithPoolCheck(ttl time.Duration) Option {
 		return nil
 	}
 }
+
+// poolLookupTimeout bounds the pool check's lookup of a pool's consumer. A
+// failed lookup lets the request through, so it need not wait for the
+// JetStream API's 5 s: while the consumer's leader is gone or frozen (an
+// election takes 4–9 s) the lookup goes unanswered, and every request
+// waited those 5 s before its publish even began (accepted after 5 s, or
+// refused 503 after up to 10 s when E2A_REQUESTS had no leader either).
+const poolLookupTimeout = time.Second
 
 // poolState is what the pool check knows of a pool.
 type poolState struct {
@@ -73,6 +83,8 @@ func (p *pools) state(ctx context.Context, pool string) (poolState, error) {
 	if err != nil {
 		return poolState{}, invalidPool(err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, poolLookupTimeout)
+	defer cancel()
 	c, err := p.js.Consumer(ctx, streams.RequestsStream, name)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
