@@ -8,7 +8,7 @@ import (
 )
 
 // TestBodyTooLarge: a sign-in whose secret is longer than the console
-// keeps (then 4,096 bytes; TestBrowserLongSecretSignIn), in a body over its 8 KiB or not, and a demo text
+// keeps (then 4,096 bytes; TestBrowserLongSecretSignIn), in a body over its 32 KiB or not, and a demo text
 // over the demo's 64 KiB body were answered 400 "body must be {…}" or
 // "scheme must be … and the secret non-empty", as if the body were
 // malformed. They are 413 body_too_large, saying what is too large; a
@@ -24,8 +24,8 @@ func TestBodyTooLarge(t *testing.T) {
 		status           int
 		code, says       string
 	}{
-		{"a secret over the body's 8 KiB", "/console/api/login", login(strings.Repeat("k", 9000)), nil, 413, "body_too_large", "larger than 8 KiB"},
-		{"a secret over the cookie's 3,062 bytes", "/console/api/login", login(strings.Repeat("k", 5000)), nil, 413, "body_too_large", "secret is longer than 3062 bytes"},
+		{"a secret over the body's 32 KiB", "/console/api/login", login(strings.Repeat("k", 33<<10)), nil, 413, "body_too_large", "larger than 32 KiB"},
+		{"a secret over the cookies' 12,243 bytes", "/console/api/login", login(strings.Repeat("k", 12244)), nil, 413, "body_too_large", "secret is longer than 12243 bytes"},
 		{"a malformed sign-in", "/console/api/login", `{"scheme":`, nil, 400, "bad_request", "body must be"},
 		{"a demo text over 64 KiB", "/console/api/demo", `{"text":"` + strings.Repeat("d", 70<<10) + `"}`, []string{"X-Api-Key", keyAlice}, 413, "body_too_large", "larger than 64 KiB"},
 		{"a malformed demo", "/console/api/demo", `{"text":`, []string{"X-Api-Key", keyAlice}, 400, "bad_request", "body must be"},

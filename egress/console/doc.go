@@ -193,20 +193,26 @@
 // reads of the refusal, egress.ClientMessage, and, after too many failed
 // ones from its address, 429 with Retry-After and a message saying when
 // to retry); a person signs in once and the credential is kept
-// in an HttpOnly, SameSite=Strict cookie scoped to /console (Secure over
-// TLS or behind a proxy sending X-Forwarded-Proto: https) for 12 hours,
-// checked on each request like a header and removed from the request
-// before any handler runs. With optional auth (the scheme none beside
+// in HttpOnly, SameSite=Strict cookies scoped to /console (Secure over
+// TLS or behind a proxy sending X-Forwarded-Proto: https) for 12 hours:
+// e2a_console, and for a long one (a bearer token with many claims)
+// e2a_console_1 to e2a_console_3, each within the 4,096 bytes of name and
+// value a browser keeps (the secret as it is when it is all cookie
+// characters, as a JWT is, else in base64url). They are read back whole
+// on each request, checked like a header (a set that is not whole, one
+// missing or one too many, is no sign-in) and removed from the request
+// (its Cookie header) before any handler runs. With optional auth (the scheme none beside
 // others: ingress/AUTH.md) a visitor without a credential is the anonymous
 // principal, served the page as such, which offers the sign-in form
 // (GET /console/login) to a person with a credential, and signing out
 // leads back to it. No state is kept on the server: signing out
-// removes the cookie from the browser, and a copy of it stays valid as
+// removes the cookies from the browser, and a copy of them stays valid as
 // long as its credential does. POSTs need the X-E2A-Console header (no
-// cross-site form can send it). A sign-in's body is at most 8 KiB, its
-// secret 3,062 bytes (the most a browser's cookie, 4,096 bytes of name
-// and value, holds in base64: a longer one is refused, not dropped by the
-// browser unsaid), a demo request's body (POST /console/api/demo) 64
+// cross-site form can send it). A sign-in's body is at most 32 KiB, its
+// secret 12,243 bytes (what four cookies hold in base64url: a longer one
+// is refused, not dropped by the browser unsaid; four keep the Cookie
+// header each console request carries within 16.4 KB, about what proxies
+// take), a demo request's body (POST /console/api/demo) 64
 // KiB: a larger one is answered 413 body_too_large, saying so. Every console answer is nosniff,
 // no-referrer and may not be framed; the page runs under a strict
 // Content-Security-Policy (its own script and style sheet only), every

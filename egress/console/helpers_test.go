@@ -56,6 +56,8 @@ type pipelineOptions struct {
 	optional bool
 	// keys are API keys beside alice's, bob's and ops's.
 	keys []ingress.Credential
+	// bearers are bearer tokens.
+	bearers []ingress.Credential
 	// authOpts configure the Auth of auth (ingress.WithAuthLimit…).
 	authOpts []ingress.AuthOption
 	console  []console.Option
@@ -90,6 +92,7 @@ func startPipeline(t *testing.T, po pipelineOptions) *pipeline {
 			{Principal: "alice", Secret: keyAlice}, {Principal: "bob", Secret: keyBob}, {Principal: "ops", Secret: keyOps},
 		}, Roles: map[string][]string{"ops": {"audit"}}}
 		cfg.APIKeys = append(cfg.APIKeys, po.keys...)
+		cfg.BearerTokens = po.bearers
 		if po.optional {
 			cfg.Schemes = []string{"none", "apiKey"}
 		}

@@ -67,17 +67,3 @@ func TestQueryFromURL(t *testing.T) {
 		t.Fatalf("limit %d, %v", lq.Limit, err)
 	}
 }
-
-func TestCookieRoundTrip(t *testing.T) {
-	for _, c := range []credential{{scheme: SchemeAPIKey, secret: "k-1=;, x"}, {scheme: SchemeBearer, secret: "a.b.c"}} {
-		got, ok := credentialFromCookie(c.cookieValue())
-		if !ok || got.scheme != c.scheme || got.secret != c.secret {
-			t.Fatalf("%+v -> %q -> %+v", c, c.cookieValue(), got)
-		}
-	}
-	for _, v := range []string{"", "x.abc", "k.", "k.!!!"} {
-		if _, ok := credentialFromCookie(v); ok {
-			t.Errorf("cookie %q accepted", v)
-		}
-	}
-}
