@@ -81,6 +81,25 @@ type cursor struct {
 	// parked config.
 	Backlog []string `json:"backlog,omitempty"`
 	Tail    uint64   `json:"tail,omitempty"`
+	// Settle, set when a config is parked (Unix nanoseconds), is when a
+	// POST that a lane of any replica began before the park, from the
+	// cursor not yet parked (its webhook's answer awaited, or its next
+	// message queued), has surely ended: its message's last POST timed
+	// out (WithTimeout). Until then the drain does not post (it looks
+	// again after the order wait), so that it does not post again an
+	// update in flight elsewhere; the lane that posted clears it when it
+	// writes its position (casCursor), and so does the message the cursor
+	// waits for when it comes to a lane and finds the config parked
+	// (handOff): no POST of it is in flight then.
+	Settle int64 `json:"settle,omitempty"`
+	// Drainer is the replica (stage.id) that drains the parked config,
+	// until DrainUntil (Unix nanoseconds): written when its drain begins
+	// and again, a POST timeout ahead, after each update it handles. A
+	// wake-up taken by another replica meanwhile (a config parked again,
+	// or its wake-up written again, has two) waits for it, so that two
+	// drains do not post the same update side by side.
+	Drainer    string `json:"drainer,omitempty"`
+	DrainUntil int64  `json:"drain_until,omitempty"`
 	// Ends, when the backlog's turns are not one chain (a turn handed to
 	// the parked config follows a gap: a turn never stored, or no longer:
 	// placeAfterGap), are the last turns of its chains before the one
@@ -486,6 +505,7 @@ func (s *stage) storedAfter(ctx context.Context, id string, seq uint64) (bool, e
 func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result, error) {
 	m := it.job.m
 	base := cur
+	lane := !cur.parked() // the consumer's path, not a drain
 	advance := func(i int) error {
 		cur.Request, cur.Seq, cur.At, cur.Event = m.requestID, m.seq, m.at(), i
 		if i >= 0 && i < len(m.events) {
@@ -494,6 +514,9 @@ func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result,
 		cur.Done = i >= len(m.events)-1
 		cur.Final = cur.Done && m.final
 		cur.FailingSince, cur.Attempts, cur.NextAttempt = time.Time{}, 0, time.Time{}
+		if !lane {
+			cur.DrainUntil = s.drainLease()
+		}
 		var err error
 		rev, err = s.casCursor(it, base, &cur, rev)
 		base = cur
@@ -524,6 +547,11 @@ func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result,
 		}
 		if err := advance(i); err != nil {
 			return result{}, err
+		}
+		if lane && cur.parked() {
+			// Parked meanwhile (casCursor took its backlog): the rest of
+			// the message is the drain's.
+			return result{parked: true}, nil
 		}
 	}
 	return result{}, nil
@@ -567,6 +595,11 @@ func (s *stage) outcome(it item, ev event, base cursor, cur *cursor, rev uint64,
 		delay = left
 	}
 	cur.NextAttempt = now.Add(delay)
+	if cur.Drainer == s.id {
+		// Its drain ends here until the next attempt, which any replica
+		// may make.
+		cur.Drainer, cur.DrainUntil = "", 0
+	}
 	if _, err := s.casCursor(it, base, cur, rev); err != nil {
 		return result{}, true, err
 	}

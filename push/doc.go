@@ -97,7 +97,12 @@
 // the config in its lane: it reads the messages back from E2A_RESPONSES
 // after the cursor, renders them as above, delivers them in order, and
 // un-parks the config (compare-and-set on the cursor) when nothing is
-// left. While it is parked the consumer's messages for it only move its
+// left. A drain does not post while a lane's POST begun before the park
+// may be in flight (the cursor's settle time, cleared by that lane's
+// write), nor while another replica's drain holds the config (the
+// cursor's drainer, a POST timeout ahead), so that two replicas seldom
+// post one update side by side (docs/push.md has the counts). While it
+// is parked the consumer's messages for it only move its
 // backlog's ends (a turn after a gap, its previous turn never stored or
 // another tenant's, starts a chain of the backlog's own: cursor.Ends).
 // So a config holds at most 5 of the shared consumer's messages, only

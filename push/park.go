@@ -140,6 +140,12 @@ func (s *stage) park(it item) (result, error) {
 		return result{}, err // none: a message after its request's final frame
 	}
 	cur.Backlog, cur.Tail = backlog(ids[0], ids[len(ids)-1]), it.job.m.seq
+	if time.Until(cur.NextAttempt) <= 0 {
+		// A lane (of this replica or another) may be posting the
+		// config's next update from the cursor read before this write:
+		// the drain waits for it (Settle).
+		cur.Settle = time.Now().Add(s.o.timeout + settleMargin).UnixNano()
+	}
 	if _, err := s.putCursor(it, cur, rev); err != nil {
 		return result{}, err
 	}
@@ -173,12 +179,40 @@ func (s *stage) handOff(it item, cur cursor, rev uint64) (result, error) {
 		return result{}, err
 	}
 	next.Tail = max(cur.Tail, m.seq)
-	if next.Tail != cur.Tail || !slices.Equal(next.Backlog, cur.Backlog) || !slices.Equal(next.Ends, cur.Ends) {
+	settled := cur.Settle != 0 && s.waitedFor(it, cur)
+	if settled {
+		next.Settle = 0
+	}
+	if settled || next.Tail != cur.Tail || !slices.Equal(next.Backlog, cur.Backlog) || !slices.Equal(next.Ends, cur.Ends) {
 		if _, err := writeCursor(s.ctx, s.kv, it.ref.cursorKey(), next, rev); err != nil {
 			return result{}, err
 		}
 	}
 	return result{parked: true}, nil
+}
+
+// drainLease is a drain's DrainUntil: a POST timeout and a margin ahead.
+func (s *stage) drainLease() int64 {
+	return time.Now().Add(s.o.timeout + settleMargin).UnixNano()
+}
+
+// settleMargin is added to the POST timeout in a cursor's Settle: the
+// time a lane takes to write its position after its POST.
+const settleMargin = time.Second
+
+// waitedFor reports whether it's message is the one the parked cursor's
+// position waits for (its next): the lane holding it posts nothing of it,
+// the config being parked, so no POST from before the park is in flight.
+func (s *stage) waitedFor(it item, cur cursor) bool {
+	m := it.job.m
+	switch {
+	case m.seq == cur.Seq:
+		return !cur.Done
+	case m.seq < cur.Seq:
+		return false
+	}
+	next, err := s.isNext(s.ctx, it, cur)
+	return err == nil && next
 }
 
 // placed is cur with it's message's request placed in its backlog
@@ -417,6 +451,9 @@ func (s *stage) casCursor(it item, base cursor, c *cursor, rev uint64) (uint64, 
 		if !ok || !samePosition(now, base) {
 			return 0, errMoved
 		}
+		// c's Settle is its own (none, on a lane's path, whose cursor was
+		// read before the park): its write clears the park's, and the
+		// drain waiting for it goes on.
 		c.Backlog, c.Tail, c.Ends = now.Backlog, now.Tail, now.Ends
 		base, rev = now, nrev
 	}
@@ -425,7 +462,7 @@ func (s *stage) casCursor(it item, base cursor, c *cursor, rev uint64) (uint64, 
 
 // samePosition reports whether a and b differ in their backlog at most.
 func samePosition(a, b cursor) bool {
-	a.Backlog, a.Tail, a.Ends, b.Backlog, b.Tail, b.Ends = nil, 0, nil, nil, 0, nil
+	a.Backlog, a.Tail, a.Ends, a.Settle, b.Backlog, b.Tail, b.Ends, b.Settle = nil, 0, nil, 0, nil, 0, nil, 0
 	ja, err := json.Marshal(a)
 	if err != nil {
 		return false
@@ -605,6 +642,29 @@ func (s *stage) drain(ref configRef) (result, error) {
 		if wait := time.Until(cur.NextAttempt); wait > 0 && !cur.Dead {
 			return result{retry: true, after: wait}, nil
 		}
+		if wait := time.Until(time.Unix(0, cur.Settle)); cur.Settle != 0 && wait > 0 {
+			// A lane's POST begun before the park may be in flight: looked
+			// at again after the order wait, as a message that is not its
+			// config's next one. (Not woken by a new wake-up: the one
+			// nak'd would then drain beside it.)
+			return result{retry: true, after: min(wait, s.o.orderWait)}, nil
+		}
+		cur.Settle = 0
+		if wait := time.Until(time.Unix(0, cur.DrainUntil)); cur.Drainer != "" && cur.Drainer != s.id && wait > 0 {
+			// Another replica drains it (a second wake-up of the config).
+			return result{retry: true, after: min(wait, s.o.orderWait)}, nil
+		}
+		if cur.Drainer != s.id {
+			cur.Drainer, cur.DrainUntil = s.id, s.drainLease()
+			nrev, err := writeCursor(s.ctx, s.kv, ref.cursorKey(), cur, rev)
+			if errors.Is(err, errMoved) {
+				continue
+			}
+			if err != nil {
+				return result{}, err
+			}
+			rev = nrev
+		}
 		r, finished, err := s.drainStep(d, cur, rev)
 		if errors.Is(err, errMoved) {
 			// The cursor moved under the drain: another replica, or
@@ -655,8 +715,9 @@ func (s *stage) drainStep(d *drainer, cur cursor, rev uint64) (result, bool, err
 	// a turn that has a next one will never come), or, with none, the
 	// config is not parked any more.
 	next := cur
-	next.Backlog, next.Tail, next.Ends = nil, 0, nil
+	next.Backlog, next.Tail, next.Ends, next.Drainer, next.DrainUntil = nil, 0, nil, "", 0
 	if len(path) > 1 {
+		next.Drainer, next.DrainUntil = cur.Drainer, cur.DrainUntil
 		next.Backlog, next.Tail = backlog(path[1], cur.last()), cur.Tail
 		for _, end := range cur.Ends {
 			if slices.Contains(path[1:], end) {

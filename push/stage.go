@@ -2,6 +2,7 @@ package push
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,9 @@ import (
 
 // stage is one replica of the delivery stage.
 type stage struct {
+	// id names this replica in the cursors of the configs it drains
+	// (cursor.Drainer).
+	id      string
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
@@ -232,7 +236,7 @@ func newStage(ctx context.Context, nc *nats.Conn, o options, m *metrics) (*stage
 	if err != nil {
 		return nil, err
 	}
-	return &stage{nc: nc, js: js, kv: kv, getter: getter, o: o, log: o.log, client: o.httpClient(),
+	return &stage{id: rand.Text(), nc: nc, js: js, kv: kv, getter: getter, o: o, log: o.log, client: o.httpClient(),
 		metrics: m, ctx: ctx, requests: requestCache{max: 10000}, mappers: map[string]*mapState{},
 		lanes: map[string]*lane{}}, nil
 }

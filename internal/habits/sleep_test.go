@@ -33,6 +33,7 @@ var sleepAllowed = map[string]string{
 	"egress/replay_test.go:TestReplaySlowReaderBoundedBuffer":                   "a reader slower than the writer",
 	"internal/audit/replay_test.go:TestReplayScan":                              "a time query needs stored timestamps on both sides of its bound",
 	"internal/securitytest/security_test.go:slowCases":                          "a client that reads nothing for longer than the write timeout",
+	"push/replicas_once_test.go:TestTwoReplicasPostEachUpdateOnce":              "a slow webhook, so that a replica's POST is in flight when the other parks its config",
 	"workflow/api_test.go:Submit":                                               "a fake pool that answers late",
 }
 
