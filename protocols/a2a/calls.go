@@ -301,7 +301,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			})
 			return
 		}
-		answer(rep, Error)(v03Result(ans.A2AResult(in.Ctx, acc.RequestID, params, egress.WithoutRequestCheck())))
+		answer(rep, Error)(v03Result(ans.A2AResult(in.Ctx, acc.RequestID, params, egress.WithoutRequestCheck(), egress.CountedAs(SendFormat))))
 	case normalizer.AVTasksSendSubscribe:
 		if w == nil {
 			return
