@@ -746,8 +746,8 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 		partMeta = partMetadata(pc)
 	}
 	var fields []any
-	if pc.kind != e2a.DeltaTool && id != "" {
-		fields = a2amap.PartFields(pc.part)
+	if pc.kind != e2a.DeltaTool {
+		fields = a2amap.PartFields(pc.part) // a message's text's too: the renderers make it an artifact's part
 	}
 	if err := t.metadata(id, label, partMeta, fields); err != nil {
 		return err

@@ -2,6 +2,7 @@ package a2amap
 
 import (
 	"cmp"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -30,11 +31,24 @@ type aggMsg struct {
 	label                 label
 	textMeta, thoughtMeta map[string]any
 	// textFields and thoughtFields are the A2A v1.0 fields of those parts
-	// (MetaArtifactPartFields: the last frame's that has some).
+	// (MetaArtifactPartFields: the thought's, the last frame's that has
+	// some; the text's, its frames': a change of them is another part,
+	// whose text starts anew, the text before it in texts).
 	textFields, thoughtFields []any
+	// done is the text parts before the text being assembled (text), each
+	// with its metadata and fields: parts of other fields.
+	done []textSeg
 	// art, when set, is the id of that artifact (the result of a request
 	// that streamed no text: Mapper.artifactID, as its stream names it).
 	art a2a.ArtifactID
+}
+
+// textSeg is a text part of an aggMsg before its last: its text, its
+// metadata and its A2A v1.0 fields (MetaArtifactPartFields).
+type textSeg struct {
+	text   *strings.Builder
+	meta   map[string]any
+	fields []any
 }
 
 // label is an artifact's name, description and metadata.
@@ -284,8 +298,17 @@ func (a *Aggregator) addPiece(r *e2a.Response, p piece) {
 					cur.thoughtFields = orFields(pf, cur.thoughtFields)
 					cur.thought.WriteString(string(text))
 				} else {
+					if cur.texts && !reflect.DeepEqual(pf, cur.textFields) {
+						// Another part of the agent's (the A2A bridge
+						// writes a part's fields on each of its chunks).
+						prev := new(strings.Builder)
+						prev.WriteString(cur.text.String())
+						cur.done = append(cur.done, textSeg{text: prev, meta: cur.textMeta, fields: cur.textFields})
+						cur.text.Reset()
+						cur.textMeta = nil
+					}
 					cur.textMeta = mergeMeta(cur.textMeta, pm)
-					cur.textFields = orFields(pf, cur.textFields)
+					cur.textFields = pf
 					cur.text.WriteString(string(text))
 					cur.texts = true
 				}
@@ -371,7 +394,7 @@ func (a *Aggregator) seal() {
 		m.msg.Parts = append(m.textParts((*strings.Builder).String), m.msg.Parts...)
 		m.thought.Reset()
 		m.text.Reset()
-		m.texts = false
+		m.texts, m.done = false, nil
 	}
 }
 
@@ -383,6 +406,11 @@ func (m *aggMsg) textParts(text func(sb *strings.Builder) string) a2a.ContentPar
 	if m.thought.Len() > 0 {
 		p := textPart(text(&m.thought), withPartMeta(map[string]any{MetaThought: true}, m.thoughtMeta))
 		setPartFields(a2a.ContentParts{p}, m.thoughtFields)
+		parts = append(parts, p)
+	}
+	for _, seg := range m.done {
+		p := textPart(text(seg.text), seg.meta)
+		setPartFields(a2a.ContentParts{p}, seg.fields)
 		parts = append(parts, p)
 	}
 	if m.texts {
