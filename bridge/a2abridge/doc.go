@@ -76,11 +76,14 @@
 //     it again (a status-update replayed, a completed status with the
 //     same message: not written again; a takeover's first snapshot's
 //     messages count as written, but a completed status's); input-required
-//     and auth-required: the turn ends interrupted with the agent's message,
-//     its text and its data and file parts (a form to fill in), with their
-//     metadata (agent.InterruptWithParts; the Handler scrubs the frame)
-//     and the text and data parts' mediaType and filename (the frame's
-//     artifact_part_fields, as the agent's own end below);
+//     and auth-required: the turn ends interrupted with the agent's
+//     final status-update (e2a.InterruptBody's frame) and its message as
+//     it sent it but its thoughts and the upstream's ids, as the agent's
+//     own end below: its parts in their order (each text part its own, and
+//     its data and file parts: a form to fill in) with their metadata, its
+//     metadata and extensions (the Handler scrubs the frame;
+//     e2a.Response.Interrupt joins the text), and the text and data parts'
+//     mediaType and filename (the frame's artifact_part_fields);
 //     completed: e2a.complete, whose result is
 //     {"upstream_task_id", "upstream_context_id", "text"} when deltas were
 //     written and none otherwise (the renderers would make a part of it);

@@ -286,18 +286,8 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 	}
 	switch st.State {
 	case a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired:
-		state := e2a.StateInputRequired
-		if st.State == a2a.TaskStateAuthRequired {
-			state = e2a.StateAuthRequired
-		}
 		t.done = true
-		// The message's other parts (a form to fill in: a data part; a
-		// file) go with its text; the Handler scrubs the frame (final).
-		extra, kept := t.extraParts(st.Message)
-		if err := t.statusFields(append(interruptText(st.Message, text), kept...)); err != nil {
-			return err
-		}
-		return agent.InterruptWithParts(t.w, state, text, extra...)
+		return t.ask(st)
 	case a2a.TaskStateCompleted:
 		t.done = true
 		if t.said[msgID(st.Message)] {
@@ -409,48 +399,52 @@ func (t *turn) statusFields(parts a2a.ContentParts) error {
 	return t.metadata(t.artifact, nil, t.partMeta, fields)
 }
 
-// interruptText is the text part an interrupt's message opens with
-// (e2a.InterruptBody: text, the text of m's text parts joined), with the
-// mediaType and filename of m's last text part that has some; none
-// without text.
-func interruptText(m *a2a.Message, text string) a2a.ContentParts {
-	if text == "" {
-		return nil
-	}
-	p := a2a.NewTextPart(text)
-	for _, mp := range m.Parts {
-		if pc := pieceOf(mp); pc.kind == e2a.DeltaText {
-			p.MediaType = cmp.Or(mp.MediaType, p.MediaType)
-			p.Filename = cmp.Or(mp.Filename, p.Filename)
+// ask writes the turn's end asking the client (st: input-required,
+// auth-required; e2a.InterruptBody's frame): the agent's status-update,
+// final, with its message as the agent sent it, but its thoughts (and
+// empty text parts) and the upstream's ids (as end's): its parts in their
+// order, each text part its own (the readers join their text:
+// e2a.Response.Interrupt) and its other parts (a form to fill in: a data
+// part; a file), with their metadata, their mediaType and filename in
+// artifact_part_fields, and the message's metadata and extensions; no
+// message when none of its parts is left. A part that does not encode is
+// left out, logged. The Handler scrubs the frame (final).
+func (t *turn) ask(st a2a.TaskStatus) error {
+	var msg *a2a.Message
+	if st.Message != nil {
+		m := *st.Message
+		m.ID, m.TaskID, m.ContextID, m.ReferenceTasks = "", "", "", nil
+		m.Parts = nil
+		for _, p := range st.Message.Parts {
+			if pc := pieceOf(p); pc.kind == "" || pc.kind == e2a.DeltaReasoning {
+				continue
+			}
+			if _, err := partJSON(p); err != nil {
+				t.u.cfg.log.Warn("a2a bridge: a part of the agent's message left out", "request_id", t.env.RequestID,
+					"err", t.u.Scrub(err.Error()))
+				continue
+			}
+			m.Parts = append(m.Parts, p)
+		}
+		if len(m.Parts) > 0 {
+			msg = &m
 		}
 	}
-	return a2a.ContentParts{p}
+	var parts a2a.ContentParts
+	if msg != nil {
+		parts = msg.Parts
+	}
+	if err := t.statusFields(parts); err != nil {
+		return err
+	}
+	ev := a2av0.FromV1TaskStatusUpdateEvent(&a2a.TaskStatusUpdateEvent{
+		Status: a2a.TaskStatus{State: st.State, Message: msg, Timestamp: st.Timestamp}})
+	ev.Final = true // auth-required too (the conversion's is not)
+	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusSucceeded,
+		e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate, Payload: ev}, true)
 }
 
-// extraParts is the parts of m but its text (and thoughts): its data
-// parts and file parts (bytes or URI), with their metadata, as A2A v0.3
-// Part JSON (e2a.InterruptBody's extra parts), and those parts
-// themselves (kept). A part that does not encode is left out, logged.
-func (t *turn) extraParts(m *a2a.Message) (out []map[string]any, kept a2a.ContentParts) {
-	if m == nil {
-		return nil, nil
-	}
-	for _, p := range m.Parts {
-		if pc := pieceOf(p); pc.kind == "" || pc.kind == e2a.DeltaText || pc.kind == e2a.DeltaReasoning {
-			continue
-		}
-		part, err := partJSON(p)
-		if err != nil {
-			t.u.cfg.log.Warn("a2a bridge: a part of the agent's message left out", "request_id", t.env.RequestID,
-				"err", t.u.Scrub(err.Error()))
-			continue
-		}
-		out, kept = append(out, part), append(kept, p)
-	}
-	return out, kept
-}
-
-// partJSON is p as A2A v0.3 Part JSON (kind data or file), its numbers
+// partJSON is p as A2A v0.3 Part JSON (kind text, data or file), its numbers
 // as they were written.
 func partJSON(p *a2a.Part) (map[string]any, error) {
 	raw, err := json.Marshal(a2av0.FromV1Part(p))
