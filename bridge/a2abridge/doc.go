@@ -65,9 +65,9 @@
 //   - the data and file parts of a message (a status message, a direct
 //     Message answer) likewise, as an artifact named after the message;
 //     its text parts as text deltas of no artifact (no llm_response_id),
-//     each part's mediaType and filename as artifact_part_fields on its
-//     chunks (the renderers keep a run of chunks of the same fields one
-//     part);
+//     each part's metadata and its mediaType and filename as
+//     artifact_part_metadata and artifact_part_fields on its chunks (the
+//     renderers keep a run of chunks of the same fields one part);
 //   - a status message while the task works: its parts, its text scrubbed
 //     of the bridge's credentials (bridge.Scrubber: the agent's own words,
 //     not its answer; so is a completed status's message), once each by

@@ -795,9 +795,6 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 // change. The writer's metadata is set only when it changes: setting it
 // ends the text coalescing.
 func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[string]any, fields []any) error {
-	if id == "" {
-		partMeta = nil // a message's text: no artifact (none for the A2A renderers)
-	}
 	if id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) &&
 		reflect.DeepEqual(fields, t.partFields) {
 		return nil
@@ -814,9 +811,14 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 		if label != nil && len(label.Metadata) > 0 {
 			md["artifact_metadata"] = map[string]any(label.Metadata)
 		}
-		if len(partMeta) > 0 {
-			md["artifact_part_metadata"] = partMeta
+	}
+	// A message's text (no artifact) too: the renderers make it an
+	// artifact's part.
+	if len(partMeta) > 0 {
+		if md == nil {
+			md = map[string]any{}
 		}
+		md[a2amap.MetaArtifactPartMetadata] = partMeta
 	}
 	if len(fields) > 0 {
 		if md == nil {
