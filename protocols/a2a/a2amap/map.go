@@ -862,6 +862,7 @@ func (m *Mapper) TextArtifact(r *e2a.Response, llm string) (id a2a.ArtifactID, a
 	defer m.primed(r)
 	if llm != "" {
 		id = a2a.ArtifactID(llm)
+		m.runKey, m.runID = "", "" // as pieceArtifactID
 	} else {
 		id = m.pieceArtifactID(r, piece{objectType: ObjectChatCompletionChunk, group: "content"})
 		llm = string(id)
@@ -909,10 +910,12 @@ func (m *Mapper) artifactID(r *e2a.Response) a2a.ArtifactID {
 
 // pieceArtifactID is the artifact of a content chunk: its
 // llm_response_id (trpc spec), else one artifact per run of text or of
-// reasoning chunks and one per tool or other event, named after the
-// frame's response_id.
+// reasoning chunks (consecutive chunks without llm_response_id: a chunk
+// with one ends the run, as it ends the Aggregator's content message)
+// and one per tool or other event, named after the frame's response_id.
 func (m *Mapper) pieceArtifactID(r *e2a.Response, p piece) a2a.ArtifactID {
 	if id := LLMResponseID(r); id != "" {
+		m.runKey, m.runID = "", "" // a run is of consecutive chunks (the Aggregator's content message)
 		return a2a.ArtifactID(id)
 	}
 	key := p.group
