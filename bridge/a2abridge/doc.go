@@ -42,7 +42,8 @@
 //     renderers keep them in one artifact of that id, and its name,
 //     description and metadata (artifact_name, artifact_description,
 //     artifact_metadata: on its first chunk, and again when an appended
-//     update changes the metadata) and the text part's metadata
+//     update changes the metadata), its extensions (artifact_extensions,
+//     on its first chunk) and the text part's metadata
 //     (artifact_part_metadata, on each chunk of that part), and its
 //     mediaType and filename (artifact_part_fields, on each chunk of
 //     that part; on a native frame, below, of a text or data part's:

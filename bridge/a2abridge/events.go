@@ -731,7 +731,7 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 	w := t.seenOf(id)
 	chunk := textual(pc.kind) && !w.native
 	var label *a2a.Artifact
-	if chunk && a != nil && id != "" && ((a.Name != "" || a.Description != "" || len(a.Metadata) > 0) && !t.named[id] ||
+	if chunk && a != nil && id != "" && ((a.Name != "" || a.Description != "" || len(a.Metadata) > 0 || len(a.Extensions) > 0) && !t.named[id] ||
 		t.newMeta(id, a.Metadata)) {
 		label = a
 	}
@@ -810,6 +810,13 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 		}
 		if label != nil && len(label.Metadata) > 0 {
 			md["artifact_metadata"] = map[string]any(label.Metadata)
+		}
+		if label != nil && len(label.Extensions) > 0 && !t.named[id] {
+			ext := make([]any, len(label.Extensions))
+			for i, x := range label.Extensions {
+				ext[i] = x
+			}
+			md[a2amap.MetaArtifactExtensions] = ext
 		}
 	}
 	// A message's text (no artifact) too: the renderers make it an

@@ -48,7 +48,7 @@ func (t *Turn) Add(ev a2a.Event) {
 		t.Task = e.TaskInfo()
 		a := t.Artifacts[e.Artifact.ID]
 		if a == nil || !e.Append {
-			a = &a2a.Artifact{ID: e.Artifact.ID, Name: e.Artifact.Name, Description: e.Artifact.Description}
+			a = &a2a.Artifact{ID: e.Artifact.ID, Name: e.Artifact.Name, Description: e.Artifact.Description, Extensions: e.Artifact.Extensions}
 			t.Artifacts[a.ID] = a
 		}
 		a.Parts = append(a.Parts, e.Artifact.Parts...)

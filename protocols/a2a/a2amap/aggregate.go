@@ -51,20 +51,26 @@ type textSeg struct {
 	fields []any
 }
 
-// label is an artifact's name, description and metadata.
+// label is an artifact's name, description, metadata and extensions.
 type label struct {
 	name, description string
 	meta              map[string]any
+	extensions        []string
 }
 
 // empty reports a label that gives an artifact nothing.
-func (l label) empty() bool { return l.name == "" && l.description == "" && len(l.meta) == 0 }
+func (l label) empty() bool {
+	return l.name == "" && l.description == "" && len(l.meta) == 0 && len(l.extensions) == 0
+}
 
 // add is l with the label of a later frame of its artifact: its name
 // and description when l has neither, its metadata merged (mergeMeta).
 func (l label) add(more label) label {
 	if l.name == "" && l.description == "" {
 		l.name, l.description = more.name, more.description
+	}
+	if len(l.extensions) == 0 {
+		l.extensions = more.extensions
 	}
 	l.meta = mergeMeta(l.meta, more.meta)
 	return l
@@ -587,7 +593,7 @@ func (a *Aggregator) contentArtifacts(replies []a2a.ContentParts) []*a2a.Artifac
 		if !written[id] {
 			written[id] = true
 			arts = putArtifact(arts, &a2a.Artifact{ID: id, Name: m.label.name, Description: m.label.description,
-				Metadata: m.label.meta, Parts: replies[op.msg]}, false)
+				Metadata: m.label.meta, Extensions: m.label.extensions, Parts: replies[op.msg]}, false)
 			continue
 		}
 		for _, art := range arts {
@@ -597,6 +603,9 @@ func (a *Aggregator) contentArtifacts(replies []a2a.ContentParts) []*a2a.Artifac
 					art.Name, art.Description = m.label.name, m.label.description
 				}
 				art.Metadata = mergeMeta(art.Metadata, m.label.meta)
+				if len(art.Extensions) == 0 {
+					art.Extensions = m.label.extensions
+				}
 				break
 			}
 		}

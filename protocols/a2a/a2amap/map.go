@@ -60,6 +60,12 @@ const (
 	// it for each native frame it writes (a frame's metadata holds until
 	// set again: an agent that sets it sets it so).
 	MetaArtifactPartFields = "artifact_part_fields"
+	// MetaArtifactExtensions, a JSON array of strings in a content
+	// chunk's frame metadata, is the extensions (URIs) of the artifact the
+	// chunk is part of (A2A Artifact.extensions), as MetaArtifactName its
+	// name: the A2A bridge writes it on the first chunk of an agent's
+	// artifact that has some.
+	MetaArtifactExtensions = "artifact_extensions"
 )
 
 // Object types and tags of the trpc A2A interaction spec.
@@ -405,6 +411,13 @@ func artifactLabel(r *e2a.Response) label {
 	l.description, _ = r.Metadata[MetaArtifactDescription].(string)
 	if md, ok := r.Metadata[MetaArtifactMetadata].(map[string]any); ok && len(md) > 0 {
 		l.meta = md
+	}
+	if ext, ok := r.Metadata[MetaArtifactExtensions].([]any); ok {
+		for _, x := range ext {
+			if s, ok := x.(string); ok && s != "" {
+				l.extensions = append(l.extensions, s)
+			}
+		}
 	}
 	return l
 }
@@ -1005,7 +1018,7 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 				setPartFields(p.parts, partFieldsOf(r))
 			}
 			evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID,
-				Artifact: &a2a.Artifact{ID: id, Name: l.name, Description: l.description, Metadata: l.meta, Parts: p.parts},
+				Artifact: &a2a.Artifact{ID: id, Name: l.name, Description: l.description, Metadata: l.meta, Extensions: l.extensions, Parts: p.parts},
 				Append:   m.seen[id] || m.resumed,
 				Metadata: p.meta(llm)})
 			m.seen[id] = m.seen[id] || m.shown(p.parts)
