@@ -223,6 +223,10 @@ func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	if o.Pool != "" {
+		// A typo in --pool otherwise showed nothing, for ever.
+		warnUnknownPool(ctx, nc, "tail", o.Pool, nil, stderr)
+	}
 	// A poll that got no answer (the server restarting) is logged on
 	// stderr; tail goes on.
 	o.Log = slog.New(slog.NewTextHandler(stderr, nil))
@@ -287,7 +291,7 @@ func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 		if err := emit(acc); err != nil {
 			return err
 		}
-		warnUnknownPool(ctx, nc, acc.Pool, warned, stderr)
+		warnUnknownPool(ctx, nc, "publish", acc.Pool, warned, stderr)
 		if follow {
 			sum, err := audit.Follow(ctx, nc, acc.RequestID, wait, emit)
 			if err != nil {
@@ -302,19 +306,24 @@ func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 	return nil
 }
 
-// warnUnknownPool tells stderr, once per pool, that no worker of pool
-// has ever started on this NATS server (no durable consumer agent-<pool>
-// on E2A_REQUESTS): the request is stored, as a direct publisher's is, and
-// waits for one, where ingress answers such a pool unknown_agent; a typo
-// in --pool otherwise showed nothing, and --follow gave up after --wait. A
-// lookup that fails otherwise (a NATS user not allowed the consumer's
-// info, whose request goes unanswered: at most a second) says nothing.
-func warnUnknownPool(ctx context.Context, nc *nats.Conn, pool string, warned map[string]bool, stderr io.Writer) {
+// warnUnknownPool tells stderr, once per pool (warned, nil for a single
+// look), that no worker of pool has ever started on this NATS server (no
+// durable consumer agent-<pool> on E2A_REQUESTS). For publish, the request
+// is stored, as a direct publisher's is, and waits for one, where ingress
+// answers such a pool unknown_agent; a typo in --pool otherwise showed
+// nothing, and --follow gave up after --wait. For tail (cmd "tail"), a
+// typo in --pool showed nothing for ever; tail goes on (a worker may
+// start). A lookup that fails otherwise (a NATS user not allowed the
+// consumer's info, whose request goes unanswered: at most a second) says
+// nothing.
+func warnUnknownPool(ctx context.Context, nc *nats.Conn, cmd, pool string, warned map[string]bool, stderr io.Writer) {
 	name, err := streams.AgentConsumerName(pool)
 	if err != nil || warned[pool] {
 		return
 	}
-	warned[pool] = true
+	if warned != nil {
+		warned[pool] = true
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return
@@ -322,8 +331,12 @@ func warnUnknownPool(ctx context.Context, nc *nats.Conn, pool string, warned map
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if _, err := js.Consumer(ctx, streams.RequestsStream, name); errors.Is(err, jetstream.ErrConsumerNotFound) {
-		fmt.Fprintf(stderr, "e2a publish: no worker of pool %q has ever started on this NATS server (no consumer %s on %s): "+
-			"the request waits until one does; check the name, or start `e2a agent --pool %s`\n", pool, name, streams.RequestsStream, pool)
+		what := "the request waits until one does"
+		if cmd == "tail" {
+			what = "nothing of it shows until one does"
+		}
+		fmt.Fprintf(stderr, "e2a %s: no worker of pool %q has ever started on this NATS server (no consumer %s on %s): "+
+			"%s; check the name, or start `e2a agent --pool %s`\n", cmd, pool, name, streams.RequestsStream, what, pool)
 	}
 }
 
@@ -370,7 +383,8 @@ request breaks an invariant (or the streams cannot be read), 2 bad arguments (no
 	tailHelp = commandHelp{usage: "e2a tail [flags]",
 		about: `Follows live traffic until interrupted: new requests (read from E2A_REQUESTS) and their frames
 (e2a.live.>), as NDJSON, each request closed by a summary with its invariant checks when its final
-frame arrives. Exit status: 0 when interrupted, 1 when the streams cannot be read (it rides out a NATS
+frame arrives. A --pool no worker has ever started on (no consumer agent-<pool>: a typo?) is said on
+stderr; tail goes on. Exit status: 0 when interrupted, 1 when the streams cannot be read (it rides out a NATS
 outage) or the output cannot be written, 2 bad arguments (an invalid pool, flag or value).`,
 		env: fmt.Sprintf(natsEnv, "required (the audit user in production)")}
 	publishHelp = commandHelp{usage: "e2a publish [flags] [FILE|-]",

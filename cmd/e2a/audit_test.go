@@ -307,3 +307,42 @@ func TestPublishUnknownPoolWarns(t *testing.T) {
 		t.Fatalf("publish to a pool with a consumer wrote %q", errOut.String())
 	}
 }
+
+// TestTailUnknownPoolWarns: `e2a tail --pool demoo` (a typo) says on
+// stderr that no worker of that pool ever started, and goes on; it was
+// silent for ever. A pool with a worker gets no word.
+func TestTailUnknownPoolWarns(t *testing.T) {
+	cfg, _ := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	want := `e2a tail: no worker of pool "demoo" has ever started on this NATS server (no consumer agent-demoo on E2A_REQUESTS)`
+	for _, pool := range []string{"demoo", "demo"} {
+		tctx, stop := context.WithCancel(ctx)
+		var out, errOut testkit.Buffer
+		done := make(chan error, 1)
+		go func() { done <- runTail(tctx, cfg, []string{"--pool", pool, "--poll", "20ms"}, &out, &errOut) }()
+		// The pool is looked at before the first poll: a request tailed
+		// means the look was made.
+		marker := 0
+		testkit.Eventually(t, 10*time.Second, "a marker in the tail output", func() bool {
+			if strings.Contains(out.String(), `"kind":"request"`) {
+				return true
+			}
+			if _, err := runPublishOne(ctx, cfg, `{"request_id":"m-`+pool+strconv.Itoa(marker)+`","params":{"text":"m"}}`, pool); err != nil {
+				t.Fatal(err)
+			}
+			marker++
+			return false
+		})
+		stop()
+		if err := <-done; err != nil {
+			t.Fatalf("tail --pool %s: %v", pool, err)
+		}
+		if got := strings.Count(errOut.String(), want); got != map[string]int{"demoo": 1, "demo": 0}[pool] {
+			t.Fatalf("tail --pool %s: stderr %q", pool, errOut.String())
+		}
+		if pool == "demo" && errOut.String() != "" {
+			t.Fatalf("tail --pool demo wrote %q", errOut.String())
+		}
+	}
+}
