@@ -37,6 +37,11 @@ func TestFrontDoorOwnAnswers(t *testing.T) {
 				continue
 			}
 			ct := resp.Header.Get("Content-Type")
+			if m == "POST" && strings.HasSuffix(path, "/a2e") && resp.StatusCode == http.StatusBadRequest && ct == "application/x-ndjson" {
+				// The A2E door's own refusal of the empty body: an A2E
+				// error line, its shape (protocols/a2e's tests).
+				continue
+			}
 			if !strings.HasPrefix(ct, "application/json") {
 				t.Errorf("%s %s: %d %q %q, want a JSON error", m, path, resp.StatusCode, ct, b)
 				continue

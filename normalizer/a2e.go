@@ -179,7 +179,8 @@ var a2eBaseFields = map[string]bool{"a2e": true, "version": true, "type": true, 
 // more than one message, type missing or not a string, a base field of
 // the wrong type); ErrInvalidParams with Error.Lines (A2E
 // validation_error) for a workflow string with a message that is not a
-// JSON object; ErrInvalidParams (a registered type without one of its
+// JSON object; ErrUnsupportedOperation (A2E unsupported) for a version (a2e
+// or version) whose major version is not 1 (a2eVersionSupported); ErrInvalidParams (a registered type without one of its
 // required fields; a type of more than MaxA2EType bytes or outside
 // subjects.ValidateRequestID's grammar, which the answer's type is built
 // from: the error's Method is then its longest sound prefix, at most
@@ -233,16 +234,15 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 			return fail(ErrInvalidRequest, "req_id must be a string")
 		}
 	}
-	version := e2a.ProtocolVersion
-	for _, k := range []string{"a2e", "version"} {
-		if v, has := m[k]; has && v != nil {
-			s, isStr := v.(string)
-			if !isStr {
-				return fail(ErrInvalidRequest, "%s must be a string", k)
-			}
-			version = s
-			break
-		}
+	version, why := a2eVersion(m)
+	if why != "" {
+		return fail(ErrInvalidRequest, "%s", why)
+	}
+	if !a2eVersionSupported(version) {
+		// A2E is version 1.0 (a2e-message-protocol.md: "always 1.0"; a
+		// minor version is a superset): a message of another major
+		// version was run as a 1.0 one, whatever it meant.
+		return fail(ErrUnsupportedOperation, "A2E version %s is not supported: this server speaks A2E 1.x (send \"a2e\":\"1.0\")", echo(version))
 	}
 	ts, err := a2eTimestamp(m["ts"])
 	if err != nil {
@@ -253,6 +253,12 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 		if v, has := m[f]; !has || v == nil {
 			return fail(ErrInvalidParams, "%s requires field %s", echo(typ), f)
 		}
+	}
+	if t.Op == OpLocal {
+		// A message answered locally (ping, handshake, shutdown) submits
+		// no request: the Idempotency-Key, the id of the body's one
+		// request, is not its id (a malformed one refused the pings).
+		r.RequestID = ""
 	}
 	env := r.newEnvelope(typ)
 	env.MessageID = id
@@ -282,6 +288,29 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 	d[DetailA2EModel] = t.Model
 	d[DetailA2EKnown] = known
 	return r.finish(env, t.Op, false)
+}
+
+// a2eVersion returns the version of message m: its "a2e" field, else its
+// "version", e2a.ProtocolVersion when it has neither; why says what is
+// wrong with one that is not a string.
+func a2eVersion(m map[string]any) (version, why string) {
+	for _, k := range []string{"a2e", "version"} {
+		if v, has := m[k]; has && v != nil {
+			s, isStr := v.(string)
+			if !isStr {
+				return "", k + " must be a string"
+			}
+			return s, ""
+		}
+	}
+	return e2a.ProtocolVersion, ""
+}
+
+// a2eVersionSupported reports whether v, a message's A2E version, is one
+// this server speaks: 1, or 1.<minor>[.…] (a minor version is a superset
+// of 1.0).
+func a2eVersionSupported(v string) bool {
+	return v == "1" || strings.HasPrefix(v, "1.") && len(v) > 2 && v[2] >= '0' && v[2] <= '9'
 }
 
 // a2eWorkflow prepares the workflow of an a2e.workflow.execute message

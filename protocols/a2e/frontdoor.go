@@ -50,7 +50,8 @@ func Routes(h host.Host) []host.Route {
 // caller's that is not a workflow execution is answered a conflict error
 // line, not retryable, nothing published). A malformed line gets an
 // error line naming it ("line N: …", detail line, 1-based, blank lines
-// counted) and the others still run; a body that is not valid UTF-8 is
+// counted) and the others still run; an empty body (no message, blank
+// lines only) is refused (400, invalid_request); a body that is not valid UTF-8 is
 // refused whole (400, parse_error), so is a body over the host's limit
 // (413, body_too_large, not retryable; 400 read_error, retryable, for a
 // body that cannot be read), so is a body holding a workflow
@@ -223,8 +224,11 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if n == 0 {
-		// (A body of messages that need no answer, pong or events sent
-		// back, is answered with nothing.)
+		// No message at all: refused whole (400), as the body's other
+		// refusals before any line runs; it was a 200. (A body of
+		// messages that need no answer, pong or events sent back, is
+		// answered with nothing, 200.)
+		lw.WriteHeader(http.StatusBadRequest)
 		lw.line(NewError("", normalizer.A2ECodeInvalidRequest, "empty body: send one A2E message per line", false, nil))
 	}
 }

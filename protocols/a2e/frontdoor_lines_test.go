@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/render"
@@ -156,4 +158,66 @@ func renderSteps(t *testing.T, reqID string, steps ...func(render.Renderer) erro
 		t.Fatal(err)
 	}
 	return rec.Body.Bytes()
+}
+
+// TestEmptyBodyRefused: a body with no message (empty, or blank lines) is
+// refused whole, 400 with one invalid_request line, as the door's other
+// refusals before any line runs; it was answered 200.
+func TestEmptyBodyRefused(t *testing.T) {
+	for _, body := range []string{"", "\n \n"} {
+		rec, msgs := post(t, &fakeHost{}, body)
+		if rec.Code != http.StatusBadRequest || len(msgs) != 1 || msgs[0].Code != normalizer.A2ECodeInvalidRequest ||
+			msgs[0].Retryable == nil || *msgs[0].Retryable {
+			t.Errorf("body %q: %d %s", body, rec.Code, rec.Body)
+		}
+	}
+}
+
+// TestLocalMessagesIgnoreIdempotencyKey: the Idempotency-Key is the id of
+// the body's one request; a ping or a handshake submits none, so a key the
+// request-id grammar refuses does not refuse them (a ping was answered an
+// invalid_params error line), while a request under it still is.
+func TestLocalMessagesIgnoreIdempotencyKey(t *testing.T) {
+	h := &fakeHost{}
+	_, msgs := postKeyed(t, h, "bad\x01key", `{"a2e":"1.0","id":"h1","type":"handshake/req"}
+{"a2e":"1.0","id":"p1","type":"ping"}
+{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r-1"}
+`)
+	if len(msgs) != 3 || msgs[0].Type != "handshake/resp" || msgs[1].Type != "pong" || msgs[1].ReqID != "p1" ||
+		msgs[2].Type != a2e.ErrorType || msgs[2].Code != normalizer.A2ECodeInvalidParams || msgs[2].ReqID != "r-1" {
+		t.Fatalf("%+v", msgs)
+	}
+	if pub := h.Published(); len(pub) != 0 {
+		t.Fatalf("published %d under a refused key", len(pub))
+	}
+}
+
+// TestVersionChecked: A2E is version 1.0 (a2e-message-protocol.md,
+// "always 1.0"): a message of another major version ("a2e" or "version")
+// is refused with an unsupported error line, not retryable, nothing
+// published; it was run as a 1.0 message. Minor versions (1.1) and the
+// field left out are 1.0.
+func TestVersionChecked(t *testing.T) {
+	for _, c := range []struct {
+		fields string
+		ok     bool
+	}{
+		{`"a2e":"1.0"`, true}, {`"version":"1.0"`, true}, {`"a2e":"1.1"`, true}, {`"a2e":"1"`, true}, {``, true},
+		{`"a2e":"2.0"`, false}, {`"version":"0.9"`, false}, {`"a2e":"x"`, false}, {`"a2e":""`, false}, {`"a2e":"10.0"`, false},
+	} {
+		h := &fakeHost{}
+		sep := ""
+		if c.fields != "" {
+			sep = ","
+		}
+		_, msgs := post(t, h, `{`+c.fields+sep+`"id":"c1","type":"tool/call/req","req_id":"r-1"}`)
+		pub := h.Published()
+		if c.ok && len(pub) != 1 {
+			t.Errorf("%s: published %d: %+v", c.fields, len(pub), msgs)
+		}
+		if !c.ok && (len(pub) != 0 || len(msgs) != 1 || msgs[0].Code != normalizer.A2ECodeUnsupported ||
+			msgs[0].Retryable == nil || *msgs[0].Retryable || msgs[0].ReqID != "r-1" || !strings.Contains(msgs[0].Message, "1.x")) {
+			t.Errorf("%s: published %d: %+v", c.fields, len(pub), msgs)
+		}
+	}
 }
