@@ -106,7 +106,7 @@ func TestProductionDeployment(t *testing.T) {
 	// One e2a_ingress_accepted_total per protocol, whatever the answer
 	// mode (202, SSE, wait, JSON-RPC, A2E, the workflow API).
 	sc := scrape(t, serve1)
-	for _, proto := range []string{"e2a", "a2a", "acp", "a2e", "workflow"} {
+	for _, proto := range []string{"e2a", "a2a", "acp", "a2e", "a2e.workflow"} {
 		if !strings.Contains(sc, `e2a_ingress_accepted_total{protocol="`+proto+`"}`) {
 			t.Errorf("serve-1 /metrics: no e2a_ingress_accepted_total for %s", proto)
 		}

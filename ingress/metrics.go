@@ -7,6 +7,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 )
 
 type metrics struct {
@@ -36,14 +37,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 // acceptedProtocol is the protocol label of e2a_ingress_accepted_total for
-// an accepted envelope: "workflow" for the workflow API, else the finer
+// an accepted envelope: "a2e.workflow" (normalizer.ProtocolWorkflow, the
+// registry's name of the protocol) for a workflow execution, else the finer
 // ingress origin (provenance.details.ingress_protocol: agentvault, a2e,
 // agent_request), else the source protocol (e2a, a2a, acp). Only those
 // values: a raw E2A envelope keeps the provenance its client wrote, and
 // any other value would be a series per string a client sends.
 func acceptedProtocol(env *e2a.Envelope) string {
 	if strings.HasPrefix(env.Method, "a2e.workflow.") {
-		return "workflow"
+		// The workflow protocol's one name in every series
+		// (e2a_ingress_requests_total, auth failures, rate limits).
+		return normalizer.ProtocolWorkflow
 	}
 	if env.Provenance == nil {
 		return e2a.SourceE2A

@@ -15,7 +15,7 @@ import (
 
 // TestAcceptedProtocolLabelBounded: the protocol label of
 // e2a_ingress_accepted_total takes only the documented values (e2a, a2a,
-// agentvault, acp, a2e, agent_request, workflow), whatever provenance a
+// agentvault, acp, a2e, agent_request, a2e.workflow), whatever provenance a
 // raw E2A envelope carries: the client's source_protocol or
 // details.ingress_protocol made one series per value sent, so one
 // principal could grow the registry without bound.
@@ -38,7 +38,7 @@ func TestAcceptedProtocolLabelBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	documented := []string{"e2a", "a2a", "agentvault", "acp", "a2e", "agent_request", "workflow"}
+	documented := []string{"e2a", "a2a", "agentvault", "acp", "a2e", "agent_request", "a2e.workflow"}
 	var total float64
 	for _, mf := range mfs {
 		if mf.GetName() != "e2a_ingress_accepted_total" {

@@ -93,7 +93,7 @@ func (s *Server) workflowLimit(l *Limiter) func(w http.ResponseWriter, r *http.R
 		}
 		d.SetHeaders(w.Header())
 		if !d.Allowed {
-			s.metrics.rateLimited.WithLabelValues("a2e.workflow").Inc()
+			s.metrics.rateLimited.WithLabelValues(normalizer.ProtocolWorkflow).Inc()
 			WriteRateLimited(w, d)
 			return false
 		}
@@ -117,7 +117,7 @@ func (s *Server) workflowAPI() *workflow.API {
 			p, err := s.opts.auth.AuthenticateAPIKeyBearer(r) // the spec sends API keys as bearer tokens
 			StripCredentialHeaders(r.Header)
 			if err != nil {
-				s.metrics.authFailures.WithLabelValues("a2e.workflow").Inc()
+				s.metrics.authFailures.WithLabelValues(normalizer.ProtocolWorkflow).Inc()
 				switch {
 				case errors.Is(err, ErrAuthThrottled):
 					return workflow.Principal{}, errors.Join(workflow.ErrThrottled, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
@@ -72,4 +73,41 @@ func requestsCounted(t *testing.T, reg *prometheus.Registry, protocol, method, c
 		}
 	}
 	return 0
+}
+
+// TestWorkflowProtocolLabelOne: the workflow API's series name its
+// protocol as the registry does, a2e.workflow, in
+// e2a_ingress_accepted_total as in e2a_ingress_requests_total (and the
+// auth failures and rate-limit refusals): accepted_total said "workflow",
+// so one protocol was two label values and a panel joining them by
+// protocol missed it.
+func TestWorkflowProtocolLabelOne(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	exec := workflow.New(workflow.Options{})
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithWorkflow(exec), ingress.WithWorkflowRateLimits(ingress.RateLimits{}),
+		ingress.WithRegisterer(reg)))
+	p.Pool(workflow.Pool, exec)
+	const body = `{"workflow":"{\"type\":\"operationUpdate\",\"operationId\":\"wait\",\"operation\":{\"Wait\":{\"duration\":1}}}\n{\"type\":\"beginExecution\",\"executionId\":\"exec-l\",\"operationOrder\":[\"wait\"]}"}`
+	resp, b := do(t, "POST", p.URL+"/api/v1/workflows/execute", body, "Content-Type", "application/json")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("execute: %d %s", resp.StatusCode, b)
+	}
+	if n := requestsCounted(t, reg, protocols.Workflow, "POST /api/v1/workflows/execute", "200"); n != 1 {
+		t.Errorf("requests_total counted %v times under %s", n, protocols.Workflow)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "e2a_ingress_accepted_total" {
+			for _, m := range mf.GetMetric() {
+				got[m.GetLabel()[0].GetValue()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if len(got) != 1 || got[protocols.Workflow] != 1 {
+		t.Errorf("e2a_ingress_accepted_total by protocol %v, want {%s: 1}", got, protocols.Workflow)
+	}
 }
