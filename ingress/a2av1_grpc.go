@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -73,6 +74,13 @@ func (s *Server) A2AGRPC(opts ...grpc.ServerOption) *grpc.Server {
 // refused by authentication, 429 by the rate limit, 200 admitted).
 func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, protocol, route string) (host.BindingCaller, *host.Refusal, error) {
 	s := h.s
+	code := "200"
+	defer func() {
+		// The gRPC call's Debug line, as an HTTP request's (logRequest):
+		// at its admission, the call's answer being the SDK's.
+		s.opts.log.LogAttrs(ctx, slog.LevelDebug, "grpc", slog.String("protocol", protocol),
+			slog.String("method", route), slog.String("admission", code))
+	}()
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
 	if s.opts.auth != nil {
 		var err error
@@ -80,7 +88,8 @@ func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, proto
 		StripCredentialHeaders(header)
 		if err != nil {
 			s.metrics.authFailures.WithLabelValues(protocol).Inc()
-			s.metrics.requests.WithLabelValues(protocol, route, strconv.Itoa(AuthStatus(err))).Inc()
+			code = strconv.Itoa(AuthStatus(err))
+			s.metrics.requests.WithLabelValues(protocol, route, code).Inc()
 			if f, ok := ThrottledRefusal(http.Header{}, err); ok {
 				return nil, &f, nil
 			}
@@ -95,9 +104,11 @@ func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, proto
 	}
 	rh := http.Header{}
 	if f, canceled := s.rateLimit(ctx, p, protocol, 1, rh, false); canceled {
+		code = "canceled"
 		return nil, nil, cmp.Or(ctx.Err(), context.Canceled)
 	} else if f != nil {
-		s.metrics.requests.WithLabelValues(protocol, route, "429").Inc()
+		code = "429"
+		s.metrics.requests.WithLabelValues(protocol, route, code).Inc()
 		if secs, err := strconv.Atoi(rh.Get("Retry-After")); err == nil && secs > 0 {
 			f.RetryAfter = time.Duration(secs) * time.Second
 		}

@@ -41,11 +41,18 @@ type statusRecorder struct {
 	requestID string // the request published, for the log line
 }
 
-func logRequest(log *slog.Logger, r *http.Request, code int, start time.Time, requestID string) {
-	log.LogAttrs(r.Context(), slog.LevelDebug, "http",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+// logRequest writes the Debug line of an HTTP request ingress answered
+// (every door: REST, JSON-RPC with its method as rpc, A2E): method, path,
+// code, duration and the request it published (the last one of a call;
+// none for a batch), with more attributes of the door's.
+func logRequest(log *slog.Logger, r *http.Request, code int, start time.Time, requestID string, more ...slog.Attr) {
+	if !log.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	attrs := append([]slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("code", code), slog.Duration("dur", time.Since(start)),
-		slog.String("request_id", requestID))
+		slog.String("request_id", requestID)}, more...)
+	log.LogAttrs(r.Context(), slog.LevelDebug, "http", attrs...)
 }
 
 // probeMethods are the methods unrouted asks the mux about to fill a

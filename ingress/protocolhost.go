@@ -158,6 +158,7 @@ func (s *Server) servePeeked(w http.ResponseWriter, r *http.Request, e rpcEndpoi
 	body, ok := s.readRPCBody(rec, r)
 	if !ok {
 		s.metrics.requests.WithLabelValues(e.protocol, "?", strconv.Itoa(rec.Code)).Inc()
+		logRequest(s.opts.log, r, rec.Code, received, "", slog.String("rpc", "?"))
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -584,6 +585,9 @@ type rpcCaller struct {
 	p Principal
 	// fresh records the ids made for the call (caller's).
 	fresh *freshIDs
+	// rec is the HTTP answer of the call, whose log line names the
+	// request it published (nil: a batch element, a line transport).
+	rec *statusRecorder
 }
 
 var _ host.RPCCaller = rpcCaller{}

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -37,7 +38,7 @@ func (s *Server) rpcEndpointOf(e host.RPCEndpoint) rpcEndpoint {
 	return rpcEndpoint{protocol: e.Protocol, shape: e.Refuse, streaming: e.Streaming, metric: e.Metric,
 		notifyErrors: e.NotifyErrors, lines: e.Lines,
 		call: func(rep host.Reply, in host.Call, p Principal, req *Request) {
-			e.Serve(rep, in, rpcCaller{s: s, p: p, fresh: newFreshIDs(in.Ctx)}, req)
+			e.Serve(rep, in, rpcCaller{s: s, p: p, fresh: newFreshIDs(in.Ctx), rec: recorderOf(rep.Stream())}, req)
 		}}
 }
 
@@ -101,7 +102,10 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 func (s *Server) serveRPCAt(w http.ResponseWriter, r *http.Request, e rpcEndpoint, received time.Time) {
 	rec := &statusRecorder{StatusWriter: obs.StatusWriter{ResponseWriter: w}}
 	method := "?"
-	defer func() { s.metrics.requests.WithLabelValues(e.protocol, method, strconv.Itoa(rec.Code)).Inc() }()
+	defer func() {
+		s.metrics.requests.WithLabelValues(e.protocol, method, strconv.Itoa(rec.Code)).Inc()
+		logRequest(s.opts.log, r, rec.Code, received, rec.requestID, slog.String("rpc", method))
+	}()
 	w = rec
 	p, ok := s.gate(w, r, e.protocol, e.shape)
 	if !ok {

@@ -187,7 +187,11 @@ func (c caller) Submit(ctx context.Context, sub host.Submission) (*host.Submitte
 	return c.s.submit(ctx, c.p, c.fresh, sub)
 }
 
-// Submit is the server's submit for the caller of a JSON-RPC call.
+// Submit is the server's submit for the caller of a JSON-RPC call, the
+// request named in the HTTP answer's log line.
 func (c rpcCaller) Submit(ctx context.Context, sub host.Submission) (*host.Submitted, error) {
+	if c.rec != nil && sub.Envelope != nil {
+		c.rec.requestID = sub.Envelope.RequestID
+	}
 	return c.s.submit(ctx, c.p, c.fresh, sub)
 }
