@@ -144,7 +144,9 @@
 //     credential by E2A_WORKFLOW_CREDHOSTS_<NAME>, host patterns
 //     comma-separated). A credential is injected only into https
 //     calls, or plain http ones to a loopback host (127.0.0.0/8, ::1,
-//     "localhost": a local API, where it crosses no network); a binding
+//     "localhost": a local API, where it crosses no network; the transport
+//     dials localhost names at the loopback addresses only,
+//     outbound.Resolve, so a resolver cannot point one elsewhere); a binding
 //     names hosts, not a scheme, so an ApiCall to http://<bound host>/…
 //     is a PermissionError before anything is sent (the value would
 //     travel in clear). Envelopes carry only the reference; values used

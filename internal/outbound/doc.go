@@ -4,7 +4,8 @@
 // allows them ([Special]), and an HTTP transport that resolves the host
 // itself and dials only an address that passed its check ([Transport],
 // [Dial]), so that a name cannot resolve to a private address between the
-// check and the connection.
+// check and the connection; "localhost" and the names under it are the
+// loopback addresses, never asked of a resolver ([Resolve]).
 //
 // The policies stay with their packages: push refuses every special
 // address of a host its allow-list does not name; a workflow's Policy

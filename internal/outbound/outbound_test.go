@@ -46,7 +46,8 @@ func (r table) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, err
 }
 
 func TestResolve(t *testing.T) {
-	r := table{"two.test": {netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}, "none.test": nil}
+	r := table{"two.test": {netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}, "none.test": nil,
+		"localhost": {netip.MustParseAddr("203.0.113.5")}, "api.localhost": {netip.MustParseAddr("203.0.113.5")}}
 	for _, c := range []struct {
 		host string
 		want string
@@ -57,6 +58,10 @@ func TestResolve(t *testing.T) {
 		{"two.test", "[192.0.2.1 2001:db8::1]", false},
 		{"none.test", "", true},
 		{"unknown.test", "", true},
+		// localhost names are the loopback addresses, whatever the
+		// resolver says (it said 203.0.113.5 for both here).
+		{"localhost", "[127.0.0.1 ::1]", false},
+		{"api.localhost", "[127.0.0.1 ::1]", false},
 	} {
 		ips, err := Resolve(context.Background(), r, c.host)
 		if (err != nil) != c.err || (err == nil && fmt.Sprint(ips) != c.want) {
