@@ -119,7 +119,7 @@ func (c ctxStream) RecvMsg(m any) error { return checkedDecoder(c.ctx, c.ServerS
 func checkedDecoder(ctx context.Context, dec func(any) error) func(any) error {
 	return func(m any) error {
 		if err := dec(m); err != nil {
-			return err
+			return undecodable(err)
 		}
 		if r, ok := m.(*a2apb.SendMessageRequest); ok && r.GetMessage() != nil && r.GetMessage().GetRole() == a2apb.Role_ROLE_UNSPECIFIED {
 			// The SDK's conversion refuses it before the handler, with no
@@ -144,6 +144,23 @@ func checkedDecoder(ctx context.Context, dec func(any) error) func(any) error {
 		}
 		return nil
 	}
+}
+
+// undecodable is err, the error of decoding a call's request, but a
+// request that is not the method's protobuf (gRPC's "error unmarshalling
+// request", "failed to unmarshal the received message", which it answers
+// INTERNAL: a server's failure, that clients report or retry) is
+// INVALID_ARGUMENT with the SDK's ErrorInfo of a parse error, as the
+// HTTP+JSON binding answers a body it cannot read (A2A v1.0 §3.3.2: a
+// client's malformed message is a validation error).
+func undecodable(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Internal || !strings.Contains(st.Message(), "unmarshal") {
+		return err
+	}
+	return refusalStatus(codes.InvalidArgument, st.Message(), 0, &errdetails.ErrorInfo{
+		Reason: a2a.ErrorReason(a2a.ErrParseError), Domain: a2a.ProtocolDomain,
+		Metadata: map[string]string{"timestamp": now().UTC().Format(time.RFC3339)}})
 }
 
 // checkProto refuses what the SDK's conversion of a proto request
