@@ -1305,7 +1305,7 @@ func accepts(r *http.Request, mt string) bool { return acceptQ(r, mt) > 0 }
 func acceptQ(r *http.Request, mt string) float64 {
 	best := 0.0
 	for _, v := range r.Header.Values("Accept") {
-		for part := range strings.SplitSeq(v, ",") {
+		for part := range mediaRanges(v) {
 			t, q, ok := mediaRange(strings.TrimSpace(part))
 			if !ok || !strings.EqualFold(t, mt) {
 				continue
@@ -1316,6 +1316,33 @@ func acceptQ(r *http.Request, mt string) float64 {
 		}
 	}
 	return best
+}
+
+// mediaRanges yields the media ranges of an Accept header value: the
+// parts between its commas outside quoted strings (RFC 9110 §5.6.1,
+// §5.6.4: a parameter's quoted value may hold a comma, and a backslash
+// quotes the next character). Split at every comma, a quoted comma cut a
+// range in two and a malformed value was read in part: in
+// `a/b;x="y\",text/event-stream`, one unterminated quoted string, the
+// second half was read as a range (FuzzAccept).
+func mediaRanges(v string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		start, quoted := 0, false
+		for i := 0; i < len(v); i++ {
+			switch c := v[i]; {
+			case quoted && c == '\\':
+				i++
+			case c == '"':
+				quoted = !quoted
+			case c == ',' && !quoted:
+				if !yield(v[start:i]) {
+					return
+				}
+				start = i + 1
+			}
+		}
+		yield(v[start:])
+	}
 }
 
 // mediaRange is the media type of an Accept header's range and its
@@ -1393,7 +1420,7 @@ func rangeQ(r *http.Request, mt string) (q float64, read bool) {
 	typ, _, _ := strings.Cut(mt, "/")
 	spec := -1
 	for _, v := range r.Header.Values("Accept") {
-		for part := range strings.SplitSeq(v, ",") {
+		for part := range mediaRanges(v) {
 			t, pq, ok := mediaRange(strings.TrimSpace(part))
 			if !ok {
 				continue
