@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"testing"
 
@@ -75,12 +76,13 @@ func textFieldErrors(what string, parts []*a2a.Part, want map[string][2]string) 
 // TestMessagePartFieldsReachA2AClients: the text parts of a bridged A2A
 // v1.0 agent's messages outside an artifact (a working status message,
 // the completed status message, a direct Message answer) keep their
-// mediaType and filename for an A2A v1.0 client: in the stream, in
-// GetTask's artifacts (two parts: the two messages' texts, no longer
+// mediaType, filename and metadata for an A2A v1.0 client: in the stream,
+// in GetTask's artifacts (two parts: the two messages' texts, no longer
 // joined into one part of the last one's fields) and in a blocking
-// SendMessage's Message; an A2A v0.3 client's tasks/get has the two
-// text parts. They were dropped: the bridge wrote no
-// artifact_part_fields for a message's text.
+// SendMessage's Message; an A2A v0.3 client's tasks/get has the two text
+// parts with their metadata (v0.3's text part has no other field). They
+// were dropped: the bridge wrote no artifact_part_fields and no
+// artifact_part_metadata for a message's text.
 func TestMessagePartFieldsReachA2AClients(t *testing.T) {
 	t.Parallel()
 	url, _ := startV1(t, msgFieldsAgent{})
@@ -88,48 +90,49 @@ func TestMessagePartFieldsReachA2AClients(t *testing.T) {
 	bridgePool(t, p, "agent", url)
 	c := v1Client(t, p, "agent")
 	want := map[string][2]string{"working": {"text/markdown", "w.md"}, "done": {"text/csv", "c.csv"}}
+	check := func(what string, parts []*a2a.Part) {
+		t.Helper()
+		for _, err := range append(textFieldErrors(what, parts, want), keyErrors(what, parts, "working", "done")...) {
+			t.Error(err)
+		}
+	}
 	turn := up.Collect(t, c.SendStreamingMessage(testCtx(t), up.Msg("work")), nil)
 	if st := turn.State(); st != a2a.TaskStateCompleted {
 		t.Fatalf("stream ended %s, want completed", st)
 	}
-	var parts []*a2a.Part
-	for _, a := range turn.Artifacts {
-		parts = append(parts, a.Parts...)
-	}
-	for _, err := range textFieldErrors("stream", parts, want) {
-		t.Error(err)
-	}
+	check("stream", artifactParts(maps.Values(turn.Artifacts)))
 	task, err := c.GetTask(testCtx(t), &a2a.GetTaskRequest{ID: turn.Task.TaskID})
 	if err != nil {
 		t.Fatalf("GetTask: %v", err)
 	}
-	parts = nil
-	for _, a := range task.Artifacts {
-		parts = append(parts, a.Parts...)
-	}
-	for _, err := range textFieldErrors("GetTask", parts, want) {
-		t.Error(err)
-	}
-	// An A2A v0.3 client gets the same text parts, without the fields
-	// (v0.3's text part has none).
+	check("GetTask", artifactParts(slices.Values(task.Artifacts)))
+
 	v03 := openV03(t, p, "agent").(*v03Conv)
 	v03Turn := v03.stream(t, "work", nil)
 	old, err := v03.c.GetTask(testCtx(t), &a2a03.TaskQueryParams{ID: a2a03.TaskID(v03Turn.Task.TaskID)})
 	if err != nil {
 		t.Fatalf("A2A v0.3 tasks/get: %v", err)
 	}
-	var texts []string
+	var (
+		texts []string
+		parts []*a2a.Part
+	)
 	for _, a := range old.Artifacts {
-		for _, p := range a.Parts {
-			if tp, ok := p.(a2a03.TextPart); ok {
+		for _, op := range a.Parts {
+			if tp, ok := op.(a2a03.TextPart); ok {
 				texts = append(texts, tp.Text)
+				parts = append(parts, &a2a.Part{Content: a2a.Text(tp.Text), Metadata: tp.Metadata})
 			}
 		}
 	}
 	if !slices.Equal(texts, []string{"working", "done"}) {
 		t.Errorf("A2A v0.3 tasks/get: text parts %q, want [working done]", texts)
 	}
+	for _, err := range keyErrors("A2A v0.3 tasks/get", parts, "working", "done") {
+		t.Error(err)
+	}
 
+	direct := map[string][2]string{"direct answer": {"text/markdown", "m.md"}}
 	res, err := c.SendMessage(testCtx(t), up.Msg("direct"))
 	if err != nil {
 		t.Fatal(err)
@@ -138,20 +141,26 @@ func TestMessagePartFieldsReachA2AClients(t *testing.T) {
 	if !ok {
 		t.Fatalf("SendMessage answered %T, want the agent's Message", res)
 	}
-	for _, err := range textFieldErrors("SendMessage", msg.Parts, map[string][2]string{"direct answer": {"text/markdown", "m.md"}}) {
+	for _, err := range append(textFieldErrors("SendMessage", msg.Parts, direct), keyErrors("SendMessage", msg.Parts, "direct answer")...) {
 		t.Error(err)
 	}
 	turn = up.Collect(t, c.SendStreamingMessage(testCtx(t), up.Msg("direct")), nil)
-	var got []*a2a.Part
-	for _, a := range turn.Artifacts {
-		got = append(got, a.Parts...)
-	}
+	got := artifactParts(maps.Values(turn.Artifacts))
 	if turn.Message != nil {
 		got = append(got, turn.Message.Parts...)
 	}
-	for _, err := range textFieldErrors("stream of direct", got, map[string][2]string{"direct answer": {"text/markdown", "m.md"}}) {
+	for _, err := range textFieldErrors("stream of direct", got, direct) {
 		t.Error(err)
 	}
+}
+
+// artifactParts is the parts of artifacts, in their order.
+func artifactParts(artifacts iter.Seq[*a2a.Artifact]) []*a2a.Part {
+	var parts []*a2a.Part
+	for a := range artifacts {
+		parts = append(parts, a.Parts...)
+	}
+	return parts
 }
 
 // keyErrors checks that each text part of parts whose text is one of
@@ -174,66 +183,4 @@ func keyErrors(what string, parts []*a2a.Part, texts ...string) []error {
 		}
 	}
 	return errs
-}
-
-// TestMessagePartMetadataReachA2AClients: the metadata of the text parts
-// of a bridged A2A agent's messages outside an artifact (a working status
-// message, the completed status message, a direct Message answer) reaches
-// A2A clients, as an artifact's text part's does: in the stream, GetTask's
-// artifacts and a blocking SendMessage's Message (A2A v1.0), and an A2A
-// v0.3 client's tasks/get. It was dropped: the bridge wrote no
-// artifact_part_metadata for a message's text.
-func TestMessagePartMetadataReachA2AClients(t *testing.T) {
-	t.Parallel()
-	url, _ := startV1(t, msgFieldsAgent{})
-	p := pipetest.Start(t)
-	bridgePool(t, p, "agent", url)
-	c := v1Client(t, p, "agent")
-	turn := up.Collect(t, c.SendStreamingMessage(testCtx(t), up.Msg("work")), nil)
-	var parts []*a2a.Part
-	for _, a := range turn.Artifacts {
-		parts = append(parts, a.Parts...)
-	}
-	for _, err := range keyErrors("stream", parts, "working", "done") {
-		t.Error(err)
-	}
-	task, err := c.GetTask(testCtx(t), &a2a.GetTaskRequest{ID: turn.Task.TaskID})
-	if err != nil {
-		t.Fatalf("GetTask: %v", err)
-	}
-	parts = nil
-	for _, a := range task.Artifacts {
-		parts = append(parts, a.Parts...)
-	}
-	for _, err := range keyErrors("GetTask", parts, "working", "done") {
-		t.Error(err)
-	}
-	res, err := c.SendMessage(testCtx(t), up.Msg("direct"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msg, ok := res.(*a2a.Message); !ok {
-		t.Errorf("SendMessage answered %T, want the agent's Message", res)
-	} else {
-		for _, err := range keyErrors("SendMessage", msg.Parts, "direct answer") {
-			t.Error(err)
-		}
-	}
-	v03 := openV03(t, p, "agent").(*v03Conv)
-	v03Turn := v03.stream(t, "work", nil)
-	old, err := v03.c.GetTask(testCtx(t), &a2a03.TaskQueryParams{ID: a2a03.TaskID(v03Turn.Task.TaskID)})
-	if err != nil {
-		t.Fatalf("A2A v0.3 tasks/get: %v", err)
-	}
-	parts = nil
-	for _, a := range old.Artifacts {
-		for _, op := range a.Parts {
-			if tp, ok := op.(a2a03.TextPart); ok {
-				parts = append(parts, &a2a.Part{Content: a2a.Text(tp.Text), Metadata: tp.Metadata})
-			}
-		}
-	}
-	for _, err := range keyErrors("A2A v0.3 tasks/get", parts, "working", "done") {
-		t.Error(err)
-	}
 }
