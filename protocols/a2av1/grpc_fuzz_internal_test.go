@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +13,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -62,17 +59,7 @@ const fuzzGRPCStreams = 9
 func FuzzGRPCMessages(f *testing.F) {
 	fh := newFakeHost()
 	fh.AddTask(key, task("a", "c1", "a2a", "2026-11-25T10:00:00Z"))
-	gs := grpc.NewServer()
-	Bindings(fh).GRPC(gs)
-	ln := bufconn.Listen(1 << 20)
-	go func() { _ = gs.Serve(ln) }()
-	f.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = conn.Close() })
+	conn := grpcConn(f, fh)
 
 	data, _ := structpb.NewStruct(map[string]any{"a": []any{1.0, "x", nil}})
 	msg := &a2apb.Message{MessageId: "m-1", Role: a2apb.Role_ROLE_USER, Parts: []*a2apb.Part{

@@ -266,6 +266,13 @@ func TestGRPCGate(t *testing.T) {
 // until the test ends.
 func grpcClient(t *testing.T, fh fakeHost) a2apb.A2AServiceClient {
 	t.Helper()
+	return a2apb.NewA2AServiceClient(grpcConn(t, fh))
+}
+
+// grpcConn is a connection to the gRPC binding over fh, served in memory
+// until the test (or fuzz target) ends.
+func grpcConn(t testing.TB, fh fakeHost) *grpc.ClientConn {
+	t.Helper()
 	gs := grpc.NewServer()
 	Bindings(fh).GRPC(gs)
 	ln := bufconn.Listen(1 << 20)
@@ -277,7 +284,7 @@ func grpcClient(t *testing.T, fh fakeHost) a2apb.A2AServiceClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return a2apb.NewA2AServiceClient(conn)
+	return conn
 }
 
 // TestGRPCListTasksUnknownStatus: a ListTasks status that is no TaskState
