@@ -156,16 +156,19 @@ func (r *Restartable) Stop() {
 	}
 }
 
-// Connected reports whether a client whose connection is named name is
-// connected to the running server (a count of clients would include one
-// that closed but is not yet gone).
-func (r *Restartable) Connected(name string) bool {
+// Subscribed reports whether a client connection of that name is on
+// the server with at least one subscription: its connect handshake is
+// over (nats.go subscribes only once the server answered its CONNECT),
+// so stopping the server now is a lost connection to the client, never
+// a failed connect. A client merely listed may still be waiting for
+// that answer (CI on e767e080: e2a tail's connect ended with EOF).
+func (r *Restartable) Subscribed(name string) bool {
 	cz, err := r.srv.Server().Connz(&server.ConnzOptions{})
 	if err != nil {
 		return false
 	}
 	for _, c := range cz.Conns {
-		if c.Name == name {
+		if c.Name == name && c.NumSubs > 0 {
 			return true
 		}
 	}
