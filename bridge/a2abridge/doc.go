@@ -63,8 +63,9 @@
 //     streams show it replaced, and so does e2a.complete's result text;
 //     the E2A text deltas, an ACP session and the aggregated
 //     message/send task of a2amap do not replace);
-//   - the data and file parts of a message (a status message, a direct
-//     Message answer) likewise, as an artifact named after the message;
+//   - the data and file parts of a message (a status message; a direct
+//     Message answer that is not the turn's first frame, below) likewise,
+//     as an artifact named after the message;
 //     its text parts as text deltas of no artifact (no llm_response_id),
 //     each part's metadata and its mediaType and filename as
 //     artifact_part_metadata and artifact_part_fields on its chunks (the
@@ -99,7 +100,23 @@
 //     the task rejected or canceled with that message (a2amap's
 //     FinalOutcome), ACP's as stopReason refusal or cancelled; a cancel
 //     of the request ends as the runtime's cancelled;
-//   - a Message answer (no task): its parts, then e2a.complete;
+//   - a Message answer (no task), the turn's first frame (as A2A has it:
+//     the stream's one event, SendMessage's result): the request's final
+//     frame, the pipeline's own direct answer (e2a.ReplyBody's frame: an
+//     a2a.stream_event of branch message), with the Message as the agent
+//     sent it, its id, role, metadata, extensions and parts (a text or
+//     data part's mediaType and filename in artifact_part_fields), but
+//     the upstream's task, context and reference task ids: A2A v1.0 and
+//     v0.3 clients get that Message, SendMessage's result or a stream of
+//     that one event, with the pipeline's context, as a client of the
+//     agent gets it. A client whose message named a task (a continuation)
+//     gets the Task all the same, its stream the task's final
+//     status-update carrying the Message (the renderers': a task it knows
+//     is not taken back); E2A clients the frame, ACP its parts as
+//     agent_message_chunk and the other protocols its text. A Message
+//     after frames of the turn (an agent that sent task events first;
+//     a takeover's) is written as a status message is: its parts, then
+//     e2a.complete;
 //   - an event naming another task than the turn's, once the turn's task
 //     is known (the first event naming one, or the task a continuation or
 //     a takeover goes on with): nothing. It is not this request's answer

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	a2alegacy "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
@@ -33,6 +34,7 @@ type turn struct {
 	recorded  bool
 	artifact  a2a.ArtifactID // the artifact whose id the frames' metadata carries now
 	done      bool
+	wrote     bool   // the turn wrote a frame (write, rewrite)
 	deltas    bool   // e2a.chunk frames were written
 	text      answer // the text deltas written, per artifact
 	// seen is what the request's frames hold of each artifact (a
@@ -110,10 +112,13 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 			t.contextID = e.ContextID
 		}
 		_ = t.record(ctx)
+		t.done = true
+		if !t.wrote && t.w.ResumeAfter() < 0 {
+			return t.reply(e)
+		}
 		if err := t.message(e); err != nil {
 			return err
 		}
-		t.done = true
 		return t.complete()
 	case *a2a.Task:
 		if err := t.ids(ctx, e.ID, e.ContextID); err != nil {
@@ -444,6 +449,42 @@ func (t *turn) ask(st a2a.TaskStatus) error {
 		e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate, Payload: ev}, true)
 }
 
+// reply writes the agent's direct answer m (a Message, no task) as the
+// turn's first and final frame, the pipeline's own direct answer
+// (e2a.ReplyBody's frame: an a2a.stream_event of branch message), so that
+// A2A clients get a Message as a client of the agent gets it: its id,
+// role, metadata, extensions and parts as sent (a text or data part's
+// mediaType and filename in artifact_part_fields, as ask's), but the
+// upstream's task, context and reference task ids, which name nothing
+// the pipeline's client knows (the renderers give it the pipeline's
+// context). A part that does not encode is left out, logged. A stream or
+// call that must answer a task (the client's message continued one) gets
+// the task's final status-update carrying the Message (a2amap's
+// Mapper.Replied, Aggregator.Result). The Handler scrubs the frame
+// (final).
+func (t *turn) reply(m *a2a.Message) error {
+	c := *m
+	c.TaskID, c.ContextID, c.ReferenceTasks = "", "", nil
+	c.Parts = a2a.ContentParts{}
+	for _, p := range m.Parts {
+		if _, err := partJSON(p); err != nil {
+			t.u.cfg.log.Warn("a2a bridge: a part of the agent's message left out", "request_id", t.env.RequestID,
+				"err", t.u.Scrub(err.Error()))
+			continue
+		}
+		c.Parts = append(c.Parts, p)
+	}
+	if err := t.statusFields(c.Parts); err != nil {
+		return err
+	}
+	msg := a2av0.FromV1Message(&c)
+	if msg.Parts == nil {
+		msg.Parts = a2alegacy.ContentParts{}
+	}
+	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusSucceeded,
+		e2a.StreamEventBody{Branch: e2a.BranchMessage, Payload: msg}, true)
+}
+
 // partJSON is p as A2A v0.3 Part JSON (kind text, data or file), its numbers
 // as they were written.
 func partJSON(p *a2a.Part) (map[string]any, error) {
@@ -634,7 +675,7 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 	if err := t.metadata(a.ID, nil, nil, a2amap.PartFields(parts...)); err != nil {
 		return err
 	}
-	t.tail = ""
+	t.tail, t.wrote = "", true
 	if err := t.writeNative(a.ID, a, parts, false); err != nil {
 		return err
 	}
@@ -728,6 +769,7 @@ func (c contents) extends(w *written) bool {
 // get the parts and the artifact as the agent sent them.
 func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 	t.tail = "" // the stored frames no longer end there
+	t.wrote = true
 	w := t.seenOf(id)
 	chunk := textual(pc.kind) && !w.native
 	var label *a2a.Artifact

@@ -637,6 +637,8 @@ func nativeV1(r *e2a.Response) (ev a2a.Event, final bool, err error) {
 		if e.Status.Message != nil {
 			setPartFields(e.Status.Message.Parts, partFieldsOf(r))
 		}
+	case *a2a.Message:
+		setPartFields(e.Parts, partFieldsOf(r))
 	}
 	return ev, final, nil
 }
