@@ -49,6 +49,18 @@
 //     that part; on a native frame, below, of a text or data part's:
 //     A2A v0.3's text and data parts, the frames' shape, have neither),
 //     which the renderers give the artifact and its part;
+//   - the metadata of an artifact-update event (A2A
+//     TaskArtifactUpdateEvent.metadata): artifact_event_metadata on the
+//     chunks of its parts, the native frame's event's own (below), which
+//     the renderers give the stream's artifact-update events beside their
+//     own members (an event's metadata is no part of the task); that of a
+//     final status-update (TaskStatusUpdateEvent.metadata): the frame's
+//     own status_update event's (input-required, auth-required, the
+//     agent's own rejected or canceled end), else the final frame's
+//     status_event_metadata (completed, failed), which the renderers give
+//     the status-update they end the stream with. A working
+//     status-update's metadata is not carried: no status-update is
+//     written for it (its message's parts are, below);
 //   - any other data part, and a file part (bytes or URL): an
 //     a2a.stream_event frame of branch artifact_update (the A2A v0.3
 //     TaskArtifactUpdateEvent with the part, the artifact's id, its name

@@ -68,6 +68,17 @@ type turn struct {
 	// frame of parts with some.
 	partMeta   map[string]any
 	partFields []any
+	// eventMeta is the metadata of the agent's artifact-update event
+	// being written (A2A TaskArtifactUpdateEvent.metadata; nil for any
+	// other event), which the frames of its parts carry
+	// (artifact_event_metadata on a chunk, the native event's own);
+	// statusMeta that of the status-update being written (nil for a
+	// task snapshot's status), which the final frame carries: a native
+	// status_update's own, else status_event_metadata. sentEventMeta
+	// and sentStatusMeta are what the frames' metadata carries now.
+	eventMeta, sentEventMeta   map[string]any
+	statusMeta, sentStatusMeta map[string]any
+	finalFrame                 bool // the next frame is the final one: it carries statusMeta
 	// said holds the ids of the agent's messages the turn need not
 	// write: those it wrote (status messages), and those the task held
 	// before it (a continuation's, base) or when a takeover first saw it;
@@ -100,6 +111,7 @@ type turn struct {
 // nor does it change the task the turn records and cancels.
 func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 	t.answered = true
+	t.eventMeta, t.statusMeta = nil, nil
 	if id := eventTask(ev); id != "" && t.taskID != "" && id != t.taskID {
 		t.foreignEvent(ev, id)
 		return nil
@@ -151,6 +163,9 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 			return err
 		}
 		t.asked = nil
+		if len(e.Metadata) > 0 {
+			t.statusMeta = e.Metadata
+		}
 		return t.status(ctx, e.Status, true)
 	case *a2a.TaskArtifactUpdateEvent:
 		if err := t.ids(ctx, e.TaskID, e.ContextID); err != nil {
@@ -158,6 +173,9 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		}
 		if e.Artifact == nil {
 			return nil
+		}
+		if len(e.Metadata) > 0 {
+			t.eventMeta = e.Metadata
 		}
 		if r := t.replay[e.Artifact.ID]; r != nil {
 			return t.replaying(r, e)
@@ -304,11 +322,17 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 				return err
 			}
 		}
+		if err := t.finalMetadata(); err != nil {
+			return err
+		}
 		return t.complete()
 	case a2a.TaskStateFailed:
 		t.done = true
 		if text == "" {
 			text = "the agent's task failed"
+		}
+		if err := t.finalMetadata(); err != nil {
+			return err
 		}
 		return t.w.Fail(bridge.CodeFailed, text, false)
 	case a2a.TaskStateRejected, a2a.TaskStateCanceled:
@@ -381,7 +405,7 @@ func (t *turn) end(st a2a.TaskStatus) error {
 		msg = &m
 	}
 	ev := a2av0.FromV1TaskStatusUpdateEvent(&a2a.TaskStatusUpdateEvent{
-		Status: a2a.TaskStatus{State: st.State, Message: msg, Timestamp: st.Timestamp}})
+		Status: a2a.TaskStatus{State: st.State, Message: msg, Timestamp: st.Timestamp}, Metadata: t.statusMeta})
 	var parts a2a.ContentParts
 	if msg != nil {
 		parts = msg.Parts
@@ -443,7 +467,7 @@ func (t *turn) ask(st a2a.TaskStatus) error {
 		return err
 	}
 	ev := a2av0.FromV1TaskStatusUpdateEvent(&a2a.TaskStatusUpdateEvent{
-		Status: a2a.TaskStatus{State: st.State, Message: msg, Timestamp: st.Timestamp}})
+		Status: a2a.TaskStatus{State: st.State, Message: msg, Timestamp: st.Timestamp}, Metadata: t.statusMeta})
 	ev.Final = true // auth-required too (the conversion's is not)
 	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusSucceeded,
 		e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate, Payload: ev}, true)
@@ -837,8 +861,13 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 // change. The writer's metadata is set only when it changes: setting it
 // ends the text coalescing.
 func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[string]any, fields []any) error {
+	var statusMeta map[string]any
+	if t.finalFrame {
+		statusMeta = t.statusMeta
+	}
 	if id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) &&
-		reflect.DeepEqual(fields, t.partFields) {
+		reflect.DeepEqual(fields, t.partFields) && reflect.DeepEqual(t.eventMeta, t.sentEventMeta) &&
+		reflect.DeepEqual(statusMeta, t.sentStatusMeta) {
 		return nil
 	}
 	var md map[string]any
@@ -875,11 +904,34 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 		}
 		md[a2amap.MetaArtifactPartFields] = fields
 	}
+	// The agent's artifact-update event's metadata, on its parts' chunks;
+	// its final status-update's, on the final frame the renderers end
+	// the task with.
+	for k, v := range map[string]map[string]any{a2amap.MetaArtifactEventMetadata: t.eventMeta,
+		a2amap.MetaStatusEventMetadata: statusMeta} {
+		if len(v) > 0 {
+			if md == nil {
+				md = map[string]any{}
+			}
+			md[k] = v
+		}
+	}
 	if err := t.w.SetMetadata(md); err != nil {
 		return err
 	}
 	t.artifact, t.labeled, t.partMeta, t.partFields = id, label != nil && id != "", partMeta, fields
+	t.sentEventMeta, t.sentStatusMeta = t.eventMeta, statusMeta
 	return nil
+}
+
+// finalMetadata sets the metadata of the final frame written next (an
+// e2a.complete or e2a.error the renderers end the task with): the
+// agent's final status-update's metadata (status_event_metadata), which
+// the renderers give that status-update, and none of an artifact's
+// (the frame renders no part of one).
+func (t *turn) finalMetadata() error {
+	t.finalFrame, t.eventMeta = true, nil
+	return t.metadata(t.artifact, nil, t.partMeta, t.partFields)
 }
 
 // newMeta reports whether the metadata md of an update of artifact id

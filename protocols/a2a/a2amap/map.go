@@ -66,6 +66,21 @@ const (
 	// name: the A2A bridge writes it on the first chunk of an agent's
 	// artifact that has some.
 	MetaArtifactExtensions = "artifact_extensions"
+	// MetaArtifactEventMetadata, a JSON object in a content chunk's
+	// frame metadata, is the metadata of the artifact-update event the
+	// chunk renders (A2A TaskArtifactUpdateEvent.metadata: the A2A
+	// bridge's agent's, on every chunk of such an update's parts): the
+	// stream's event carries its members beside the mapping's own
+	// (object_type, tag, llm_response_id win). An event's metadata is no
+	// part of the task.
+	MetaArtifactEventMetadata = "artifact_event_metadata"
+	// MetaStatusEventMetadata, a JSON object in a final e2a.complete or
+	// e2a.error frame's metadata, is the metadata of the final
+	// status-update the stream ends the task with
+	// (TaskStatusUpdateEvent.metadata: the A2A bridge's agent's final
+	// status-update's, completed or failed). An agent's own status_update
+	// frame carries its own.
+	MetaStatusEventMetadata = "status_event_metadata"
 )
 
 // Object types and tags of the trpc A2A interaction spec.
@@ -1022,7 +1037,7 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 			evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID,
 				Artifact: &a2a.Artifact{ID: id, Name: l.name, Description: l.description, Metadata: l.meta, Extensions: l.extensions, Parts: p.parts},
 				Append:   m.seen[id] || m.resumed,
-				Metadata: p.meta(llm)})
+				Metadata: withEventMeta(p.meta(llm), r, MetaArtifactEventMetadata)})
 			m.seen[id] = m.seen[id] || m.shown(p.parts)
 			// Only the answer's text is the content the final result
 			// repeats: after reasoning, tool calls or data alone the
@@ -1074,7 +1089,9 @@ func (m *Mapper) finalEvents(r *e2a.Response, evs []a2a.Event, o Outcome) []a2a.
 		}
 	}
 	if o.State != a2a.TaskStateCompleted {
-		return append(evs, m.finalUpdate(o.State, ts, m.failureMessage(r, o)))
+		su := m.finalUpdate(o.State, ts, m.failureMessage(r, o))
+		su.Metadata = withEventMeta(nil, r, MetaStatusEventMetadata)
+		return append(evs, su)
 	}
 	// The result of a request that streamed no text (content: reasoning,
 	// tool calls and data are not its answer) is its one artifact, sent
@@ -1091,7 +1108,23 @@ func (m *Mapper) finalEvents(r *e2a.Response, evs []a2a.Event, o Outcome) []a2a.
 				Metadata: piece{objectType: ObjectChatCompletion}.meta(LLMResponseID(r))})
 		}
 	}
-	return append(evs, m.finalUpdate(a2a.TaskStateCompleted, ts, nil))
+	su := m.finalUpdate(a2a.TaskStateCompleted, ts, nil)
+	su.Metadata = withEventMeta(nil, r, MetaStatusEventMetadata)
+	return append(evs, su)
+}
+
+// withEventMeta is md, an event's own metadata (nil for none), with the
+// members of the object frame r's metadata holds at key
+// (MetaArtifactEventMetadata, MetaStatusEventMetadata) that md has not:
+// the agent's event's metadata beside the mapping's own.
+func withEventMeta(md map[string]any, r *e2a.Response, key string) map[string]any {
+	ev, _ := r.Metadata[key].(map[string]any)
+	if len(ev) == 0 {
+		return md
+	}
+	out := maps.Clone(ev)
+	maps.Copy(out, md)
+	return out
 }
 
 // streamParts gives an agent's own artifact-update or message without
