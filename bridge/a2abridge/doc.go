@@ -84,7 +84,11 @@
 //     renderers keep a run of chunks of the same fields one part);
 //   - a status message while the task works: its parts, its text scrubbed
 //     of the bridge's credentials (bridge.Scrubber: the agent's own words,
-//     not its answer; so is a completed status's message), once each by
+//     not its answer; so is a completed status's message), not the message
+//     itself (A2A clients get its parts as artifact updates and, in the
+//     task, artifacts, not a status-update's message: the message's own
+//     metadata, extensions and role, and the status-update's metadata,
+//     are not carried; a completed status's message likewise), once each by
 //     its id, also when only a snapshot shows it (a poll, a re-subscription
 //     after a cut: the task's history and status) and when the agent sends
 //     it again (a status-update replayed, a completed status with the
