@@ -246,6 +246,26 @@ func waitConsumer(t testing.TB, js jetstream.JetStream, pool string) {
 	})
 }
 
+// waitNoPull waits until the pool's consumer holds no pull request: the
+// server has seen a closed worker's connection go. Run returns as soon as
+// its connection closes, before the server may notice; a request
+// published meanwhile goes to the dead pull and comes back only after the
+// ack wait, as a redelivery.
+func waitNoPull(t testing.TB, js jetstream.JetStream, pool string) {
+	t.Helper()
+	name, _ := streams.AgentConsumerName(pool)
+	testkit.Eventually(t, 30*time.Second, "no pull on consumer "+name, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, streams.RequestsStream, name)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.NumWaiting == 0
+	})
+}
+
 // counter reads a counter or gauge value from a registry.
 func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()

@@ -263,6 +263,33 @@ func TestStopPullsNoMore(t *testing.T) {
 	}
 }
 
+// TestStopEndsThePull: a worker stopped while its pull waits for requests
+// returns at once, not when the pull expires: every stop waited for it
+// (the fetch wait, 1 s by default; an hour here), and so did the end of
+// every test that ran a worker.
+func TestStopEndsThePull(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	name, _ := streams.AgentConsumerName("stopnow")
+	pulls, err := s.nc.SubscribeSync(subjects.ConsumerNext(streams.RequestsStream, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWorker(t, s.connect(t), "stopnow", demo.New(), agent.WithFetchWait(time.Hour))
+	if _, err := pulls.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("no pull: %v", err)
+	}
+	w.cancel()
+	select {
+	case err := <-w.done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still waits for its pull 10 s after the stop")
+	}
+}
+
 // heldWriter lets free frames through, then holds every further write until
 // ctx ends and returns its error.
 type heldWriter struct {

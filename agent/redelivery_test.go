@@ -41,6 +41,7 @@ func crashAfter(t *testing.T, s *server, pool string, env *e2a.Envelope, n int) 
 	if err := w.stop(); err == nil {
 		t.Log("Run returned nil after its connection closed")
 	}
+	waitNoPull(t, s.js, pool)
 }
 
 // Point 3: a redelivered partial request is resumed by a resumable handler

@@ -441,8 +441,16 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 			}
 		}
 		spare.set(want)
-		batch, err := cons.Fetch(want, jetstream.FetchMaxWait(w.cfg.fetchWait))
+		// The pull ends when ctx does: a stop no longer waits for an idle
+		// pull to expire (up to the fetch wait, 1 s: every worker's stop,
+		// and the end of every test with a worker). FetchContext asks the
+		// server to expire the pull 10 % before the deadline (at most 1 s
+		// before), so the deadline is the fetch wait and a ninth: the
+		// server still expires an idle pull after the fetch wait.
+		fctx, fcancel := context.WithTimeout(ctx, w.cfg.fetchWait+w.cfg.fetchWait/9)
+		batch, err := cons.Fetch(want, jetstream.FetchContext(fctx))
 		if err != nil {
+			fcancel()
 			for range spare.reset() {
 				<-slots
 			}
@@ -476,10 +484,12 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 				w.process(m, sl)
 			})
 		}
+		fcancel()
 		for range spare.reset() {
 			<-slots
 		}
-		if ferr := batch.Error(); ferr != nil && !errors.Is(ferr, nats.ErrTimeout) && !errors.Is(ferr, context.DeadlineExceeded) {
+		// Canceled: ctx is done (the loop's next turn returns).
+		if ferr := batch.Error(); ferr != nil && !errors.Is(ferr, nats.ErrTimeout) && !errors.Is(ferr, context.DeadlineExceeded) && !errors.Is(ferr, context.Canceled) {
 			var stop bool
 			if cons, stop, err = w.fetchFailed(ctx, cons, ferr, w.log.Debug, "fetch ended", &backoff); stop {
 				return err
