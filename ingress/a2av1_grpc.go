@@ -103,7 +103,7 @@ func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, proto
 		StripCredentialHeaders(header)
 	}
 	rh := http.Header{}
-	if f, canceled := s.rateLimit(ctx, p, protocol, 1, rh, false); canceled {
+	if f, canceled := s.rateLimit(ctx, p, protocol, 1, rh, false, host.CancelTest(ctx)); canceled {
 		code = "canceled"
 		return nil, nil, cmp.Or(ctx.Err(), context.Canceled)
 	} else if f != nil {

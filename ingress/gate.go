@@ -24,7 +24,15 @@ type errorShape = host.Refuse
 // reads as sent (requestRefusal: a query parameter given twice, a body
 // that is not the door's media type or has a content coding). On refusal it writes the answer in the
 // endpoint's shape and returns ok=false; nothing has been published.
+//
+// A call its door marked as a cancel (host.WithCancel) is admitted on the
+// principal's budget of cancels when the rate limit refuses it (rateLimit).
 func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, shape errorShape) (Principal, bool) {
+	return s.gateCancel(w, r, protocol, shape, host.CancelTest(r.Context()))
+}
+
+// gateCancel is gate, cancel the test of a cancel (nil: the call is none).
+func (s *Server) gateCancel(w http.ResponseWriter, r *http.Request, protocol string, shape errorShape, cancel func() bool) (Principal, bool) {
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
 	if s.opts.auth != nil {
 		var err error
@@ -38,7 +46,7 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 	} else {
 		StripCredentialHeaders(r.Header)
 	}
-	if f, canceled := s.rateLimit(r.Context(), p, protocol, 1, w.Header(), false); canceled {
+	if f, canceled := s.rateLimit(r.Context(), p, protocol, 1, w.Header(), false, cancel); canceled {
 		return p, false
 	} else if f != nil {
 		shape(w, *f)
@@ -112,7 +120,7 @@ func (s *Server) rpcStreamSlot(rep host.Reply, p Principal) (func(), bool) {
 // elements of a batch after the first); on refusal it answers 429 in the
 // endpoint's shape.
 func (s *Server) charge(w http.ResponseWriter, r *http.Request, p Principal, protocol string, n int, shape errorShape) bool {
-	if f, canceled := s.rateLimit(r.Context(), p, protocol, n, w.Header(), true); canceled {
+	if f, canceled := s.rateLimit(r.Context(), p, protocol, n, w.Header(), true, nil); canceled {
 		return false
 	} else if f != nil {
 		shape(w, *f)
@@ -125,7 +133,14 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, p Principal, pro
 // (429 over the limit, 503 when a fail-closed limiter is unavailable), with
 // Retry-After and the X-RateLimit headers set in hdr, or canceled when ctx
 // ended first. batch words the refusal as the batch's.
-func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n int, hdr http.Header, batch bool) (f *failure, canceled bool) {
+//
+// A single call (n 1) that the limit refuses is asked cancel (nil: it is
+// no cancel); a cancel is then charged to the principal's budget of
+// cancels instead (Limiter.AllowCancel): admitted within it, its headers
+// the budget's, else refused with the budget's limit and wait. Only a call
+// over the limit is asked, so a door's test may read the body (bounded):
+// the common call costs nothing more.
+func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n int, hdr http.Header, batch bool, cancel func() bool) (f *failure, canceled bool) {
 	if s.opts.limiter == nil {
 		return nil, false
 	}
@@ -134,6 +149,9 @@ func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n 
 	// nothing (it cost the elements that fitted before the limit), and
 	// its answer carries what is left after all of them.
 	d, err := s.opts.limiter.AllowN(ctx, key, n)
+	if err == nil && !d.Allowed && n == 1 && cancel != nil && s.opts.limiter.CancelsPerMinute() > 0 && cancel() {
+		d, err = s.opts.limiter.AllowCancel(ctx, key)
+	}
 	if err != nil {
 		// The call's own context ended (canceled, or its deadline passed
 		// during the KV's round trip): its client is gone, and the
@@ -190,7 +208,9 @@ func countedAs(p Principal) string {
 // refused when the auth has no none scheme. Refusals are ACP's: -32000
 // (authentication required) for a missing or refused credential, -32003
 // for a disabled principal. Without auth every message is anonymous.
-func (s *Server) stdioGate(ctx context.Context, protocol string, n int) (Principal, *failure, bool) {
+// A single call that is a cancel (isCancel) is admitted over the rate
+// limit as at the HTTP doors (rateLimit).
+func (s *Server) stdioGate(ctx context.Context, protocol string, n int, isCancel func() bool) (Principal, *failure, bool) {
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
 	if s.opts.auth != nil {
 		var err error
@@ -208,6 +228,6 @@ func (s *Server) stdioGate(ctx context.Context, protocol string, n int) (Princip
 			return p, &f, true
 		}
 	}
-	f, canceled := s.rateLimit(ctx, p, protocol, n, http.Header{}, n > 1)
+	f, canceled := s.rateLimit(ctx, p, protocol, n, http.Header{}, n > 1, isCancel)
 	return p, f, !canceled
 }

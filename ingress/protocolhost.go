@@ -500,7 +500,7 @@ func (c caller) Charge(ctx context.Context, protocol string, n int) *host.Refusa
 	if c.rec != nil && c.rec.Code == 0 {
 		hdr = c.rec.Header()
 	}
-	f, canceled := c.s.rateLimit(ctx, c.p, protocol, n, hdr, false)
+	f, canceled := c.s.rateLimit(ctx, c.p, protocol, n, hdr, false, nil)
 	if canceled {
 		return &host.Refusal{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the request ended", Retryable: true,
 			RPCCode: jsonrpc.CodeInternalError}

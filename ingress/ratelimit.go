@@ -40,6 +40,9 @@ import (
 //     counts from different moments;
 //   - bounds the bucket to one live subject per active principal instead of
 //     three per principal per window period.
+// A principal's budget of cancels (AllowCancel) is a second key of the
+// same form, "c." and its key, counted by the same code with the minute
+// window alone.
 // Keys expire with the bucket's MaxAge (25 h, > the longest window), counted
 // from their last write, so idle principals vanish. Requests of one
 // principal on one replica are serialized (a mutex per principal), so CAS
@@ -163,7 +166,21 @@ type LimiterConfig struct {
 	// MaxEntries bounds the per-principal state kept in memory; stale
 	// entries are dropped beyond it. Default 100,000.
 	MaxEntries int
+	// CancelsPerMinute is each principal's budget of cancels (AllowCancel):
+	// a cancel of its own request (A2A tasks/cancel, CancelTask, ACP
+	// session/cancel) that its limits refuse is admitted on it, so that a
+	// principal over its limit can still stop a runaway request. Counted
+	// per fixed minute, shared like the limits (its own key in the
+	// bucket); 0 turns it off (a cancel over the limit is refused as any
+	// call). It applies to every principal whose limits apply.
+	CancelsPerMinute int
 }
+
+// DefaultCancelsPerMinute is e2a's budget of cancels
+// (E2A_RATE_LIMIT_CANCELS_PER_MINUTE, LimiterConfig.CancelsPerMinute):
+// enough to stop a few runaway requests each minute, small beside any
+// limit worth setting.
+const DefaultCancelsPerMinute = 10
 
 // Decision is the outcome of Allow for the binding window: the exceeded
 // window with the latest reset when refused, the window with the fewest
@@ -182,6 +199,9 @@ type Decision struct {
 	// (RateLimits.BytesPerMinute…): Limit is then that budget in bytes and
 	// Remaining 0. An allowed decision always describes a request limit.
 	Bytes bool
+	// Cancels is true for a decision of the budget of cancels
+	// (AllowCancel): Limit and Remaining count cancels.
+	Cancels bool
 }
 
 // SetHeaders sets X-RateLimit-Limit, X-RateLimit-Remaining and
@@ -233,11 +253,14 @@ func (d Decision) ExceededBody() RateLimitExceeded {
 }
 
 // limitText is the refusing limit in words: "60 requests per minute",
-// "1048576 request bytes per hour".
+// "1048576 request bytes per hour", "10 cancels per minute".
 func (d Decision) limitText() string {
 	unit := " requests per "
-	if d.Bytes {
+	switch {
+	case d.Bytes:
 		unit = " request bytes per "
+	case d.Cancels:
+		unit = " cancels per "
 	}
 	return strconv.Itoa(d.Limit) + unit + d.Window
 }
@@ -491,12 +514,39 @@ func (l *Limiter) Allow(ctx context.Context, principal string) (Decision, error)
 // proceed, and when they may not, none is counted, its Remaining saying
 // how many would have fitted. Its errors are Allow's.
 func (l *Limiter) AllowN(ctx context.Context, principal string, n int) (Decision, error) {
-	n = max(n, 1)
 	limits := l.LimitsFor(principal)
 	if limits.disabled() {
 		return Decision{Allowed: true}, nil
 	}
-	key := rateLimitKey(principal)
+	return l.allow(ctx, rateLimitKey(principal), limits, max(n, 1))
+}
+
+// CancelsPerMinute is the budget of cancels of each principal
+// (LimiterConfig.CancelsPerMinute); 0: none.
+func (l *Limiter) CancelsPerMinute() int { return max(l.cfg.CancelsPerMinute, 0) }
+
+// AllowCancel counts one cancel of principal against its budget of cancels
+// (LimiterConfig.CancelsPerMinute), apart from its limits: the gate asks
+// it for a cancel that Allow refused. Its decision has Cancels set; with
+// no budget it refuses (Window ""). The budget is counted in the
+// principal's key prefixed "c." in the same bucket, per fixed minute,
+// shared by the replicas as the limits are; its errors are Allow's.
+func (l *Limiter) AllowCancel(ctx context.Context, principal string) (Decision, error) {
+	n := l.CancelsPerMinute()
+	if n == 0 {
+		return Decision{Cancels: true}, nil
+	}
+	d, err := l.allow(ctx, cancelKey(principal), RateLimits{PerMinute: n}, 1)
+	d.Cancels = true
+	return d, err
+}
+
+// cancelKey is the KV key of principal's budget of cancels: its
+// rateLimitKey prefixed "c.".
+func cancelKey(principal string) string { return "c." + rateLimitKey(principal) }
+
+// allow counts n requests under key against limits, all or none (AllowN).
+func (l *Limiter) allow(ctx context.Context, key string, limits RateLimits, n int) (Decision, error) {
 	e := l.entry(key)
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -27,7 +27,7 @@ var _ egress.ReadGate = readGate{}
 // (requestRefusal, 400 invalid_request); a refusal is answered in the E2A
 // error shape.
 func (g readGate) Admit(w http.ResponseWriter, r *http.Request, p tenant.Principal) bool {
-	f, canceled := g.s.rateLimit(r.Context(), principalOf(p), e2aproto.Name, 1, w.Header(), false)
+	f, canceled := g.s.rateLimit(r.Context(), principalOf(p), e2aproto.Name, 1, w.Header(), false, nil)
 	if f == nil && !canceled {
 		pr, _ := g.s.opts.protocols.Lookup(e2aproto.Name)
 		f = requestRefusal(r, w.Header(), pr, false)

@@ -25,7 +25,7 @@ func TestReviewGateDeadlineIsNotLimiterDown(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	hdr := http.Header{}
-	f, canceled := s.rateLimit(ctx, Principal{UserID: "alice"}, "e2a", 1, hdr, false)
+	f, canceled := s.rateLimit(ctx, Principal{UserID: "alice"}, "e2a", 1, hdr, false, nil)
 	if f != nil || !canceled || hdr.Get("Retry-After") != "" || hookErr != nil {
 		t.Errorf("a call past its deadline: refusal %+v, canceled %v, Retry-After %q, limiter error %v; "+
 			"want no refusal, canceled, as a canceled call", f, canceled, hdr.Get("Retry-After"), hookErr)

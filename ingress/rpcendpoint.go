@@ -30,16 +30,33 @@ type rpcEndpoint struct {
 	// lines is how the line transport (stdio) serves it; nil when it is
 	// not served there.
 	lines *host.Lines
+	// cancels reports the methods that cancel a request of the caller
+	// (host.RPCEndpoint.Cancels); nil: none.
+	cancels func(method string) bool
 }
 
 // rpcEndpointOf is the endpoint of a protocol package, its calls made for
 // the principal as a host.RPCCaller.
 func (s *Server) rpcEndpointOf(e host.RPCEndpoint) rpcEndpoint {
 	return rpcEndpoint{protocol: e.Protocol, shape: e.Refuse, streaming: e.Streaming, metric: e.Metric,
-		notifyErrors: e.NotifyErrors, lines: e.Lines,
+		notifyErrors: e.NotifyErrors, lines: e.Lines, cancels: e.Cancels,
 		call: func(rep host.Reply, in host.Call, p Principal, req *Request) {
 			e.Serve(rep, in, rpcCaller{s: s, p: p, fresh: newFreshIDs(in.Ctx), rec: recorderOf(rep.Stream())}, req)
 		}}
+}
+
+// cancelTest is the gate's cancel test of r (rateLimit): its body, at most
+// host.MaxCancelBody bytes read then put back, is one call of a method
+// that cancels (host.IsCancelCall). nil when the endpoint has none.
+func (e rpcEndpoint) cancelTest(r *http.Request) func() bool {
+	cancels := e.cancels
+	if cancels == nil {
+		return nil
+	}
+	return func() bool {
+		body, whole := host.PeekBody(r, host.MaxCancelBody)
+		return whole && host.IsCancelCall(body, cancels)
+	}
 }
 
 // httpIn is the call input of a JSON-RPC call that came over HTTP,
@@ -107,7 +124,7 @@ func (s *Server) serveRPCAt(w http.ResponseWriter, r *http.Request, e rpcEndpoin
 		logRequest(s.opts.log, r, rec.Code, received, rec.requestID, slog.String("rpc", method))
 	}()
 	w = rec
-	p, ok := s.gate(w, r, e.protocol, e.shape)
+	p, ok := s.gateCancel(w, r, e.protocol, e.shape, e.cancelTest(r))
 	if !ok {
 		return
 	}

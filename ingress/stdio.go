@@ -662,7 +662,9 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 		w.response(jsonrpc.ErrorResponse(readableID(call.id), derr))
 		return
 	}
-	p, f, ok := s.stdioGate(in.Ctx, c.e.protocol, len(calls))
+	p, f, ok := s.stdioGate(in.Ctx, c.e.protocol, len(calls), func() bool {
+		return !batch && calls[0].Err == nil && host.IsCancelRequest(&calls[0].Request, c.e.cancels)
+	})
 	if !ok {
 		return // cancelled
 	}

@@ -135,6 +135,13 @@ type Config struct {
 	RateLimitBytesPerMinute int64 `envconfig:"E2A_RATE_LIMIT_BYTES_PER_MINUTE" default:"0"`
 	RateLimitBytesPerHour   int64 `envconfig:"E2A_RATE_LIMIT_BYTES_PER_HOUR" default:"0"`
 	RateLimitBytesPerDay    int64 `envconfig:"E2A_RATE_LIMIT_BYTES_PER_DAY" default:"0"`
+	// RateLimitCancelsPerMinute is each principal's budget of cancels of
+	// its own requests (A2A tasks/cancel, CancelTask, ACP session/cancel)
+	// admitted per minute once its limits above refuse it, so that a
+	// principal over its limit can still stop a runaway request (0 = off:
+	// such a cancel is refused as any call; ingress.LimiterConfig). It
+	// applies only where a limit is set.
+	RateLimitCancelsPerMinute int `envconfig:"E2A_RATE_LIMIT_CANCELS_PER_MINUTE" default:"10"`
 	// MaxStreamsPerPrincipal bounds concurrent streams per principal per
 	// replica (0 = unbounded).
 	MaxStreamsPerPrincipal int `envconfig:"E2A_MAX_STREAMS_PER_PRINCIPAL" default:"0"`
@@ -281,7 +288,7 @@ func (c Config) checkLimits() error {
 		{"E2A_RATE_LIMIT_PER_MINUTE", int64(c.RateLimitPerMinute)}, {"E2A_RATE_LIMIT_PER_HOUR", int64(c.RateLimitPerHour)},
 		{"E2A_RATE_LIMIT_PER_DAY", int64(c.RateLimitPerDay)}, {"E2A_MAX_STREAMS_PER_PRINCIPAL", int64(c.MaxStreamsPerPrincipal)},
 		{"E2A_RATE_LIMIT_BYTES_PER_MINUTE", c.RateLimitBytesPerMinute}, {"E2A_RATE_LIMIT_BYTES_PER_HOUR", c.RateLimitBytesPerHour},
-		{"E2A_RATE_LIMIT_BYTES_PER_DAY", c.RateLimitBytesPerDay},
+		{"E2A_RATE_LIMIT_BYTES_PER_DAY", c.RateLimitBytesPerDay}, {"E2A_RATE_LIMIT_CANCELS_PER_MINUTE", int64(c.RateLimitCancelsPerMinute)},
 		{"E2A_UPSTREAM_CARD_REFRESH", int64(c.Upstream.CardRefresh)},
 	} {
 		if l.v < 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -262,7 +263,7 @@ func TestBadValuesNameVariable(t *testing.T) {
 // and silently meant "off".
 func TestNegativeLimitsRefused(t *testing.T) {
 	for _, kv := range []string{"E2A_RATE_LIMIT_PER_MINUTE=-5", "E2A_MAX_STREAMS_PER_PRINCIPAL=-1", "E2A_UPSTREAM_CARD_REFRESH=-1m",
-		"E2A_RATE_LIMIT_BYTES_PER_DAY=-1"} {
+		"E2A_RATE_LIMIT_BYTES_PER_DAY=-1", "E2A_RATE_LIMIT_CANCELS_PER_MINUTE=-1"} {
 		name, val, _ := strings.Cut(kv, "=")
 		t.Run(kv, func(t *testing.T) {
 			t.Setenv(name, val)
@@ -286,6 +287,29 @@ func TestRateLimitBytesFromEnv(t *testing.T) {
 	}
 	if l := cfg.rateLimits(); l.BytesPerHour != 100<<20 || l.BytesPerMinute != 0 || l.PerMinute != 0 {
 		t.Fatalf("limits: %+v", l)
+	}
+}
+
+// TestRateLimitCancelsFromEnv: E2A_RATE_LIMIT_CANCELS_PER_MINUTE is the
+// limiter's budget of cancels, ingress.DefaultCancelsPerMinute unset, 0
+// off; alone it turns no limiter on (it applies over a limit).
+func TestRateLimitCancelsFromEnv(t *testing.T) {
+	cfg, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.limiterConfig().CancelsPerMinute; got != ingress.DefaultCancelsPerMinute || rateLimited(cfg) {
+		t.Fatalf("unset: %d cancels a minute (limiter on: %v), want %d and no limiter", got, rateLimited(cfg), ingress.DefaultCancelsPerMinute)
+	}
+	for val, want := range map[string]int{"3": 3, "0": 0} {
+		t.Setenv("E2A_RATE_LIMIT_CANCELS_PER_MINUTE", val)
+		cfg, err := LoadConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.limiterConfig().CancelsPerMinute; got != want {
+			t.Errorf("E2A_RATE_LIMIT_CANCELS_PER_MINUTE=%s: %d cancels a minute", val, got)
+		}
 	}
 }
 

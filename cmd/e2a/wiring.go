@@ -147,6 +147,13 @@ func (c Config) rateLimits() ingress.RateLimits {
 		BytesPerMinute: c.RateLimitBytesPerMinute, BytesPerHour: c.RateLimitBytesPerHour, BytesPerDay: c.RateLimitBytesPerDay}
 }
 
+// limiterConfig is the rate limiter's configuration: the limits of
+// E2A_RATE_LIMIT_* and the budget of cancels admitted over them
+// (E2A_RATE_LIMIT_CANCELS_PER_MINUTE).
+func (c Config) limiterConfig() ingress.LimiterConfig {
+	return ingress.LimiterConfig{Limits: c.rateLimits(), CancelsPerMinute: c.RateLimitCancelsPerMinute}
+}
+
 // ingressOptions builds auth, rate limits and stream limits from the
 // environment (E2A_AUTH_*, E2A_API_KEYS, E2A_RATE_LIMIT_*, E2A_MAX_STREAMS).
 func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, auth *ingress.Auth) ([]ingress.Option, error) {
@@ -163,12 +170,11 @@ func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, aut
 		opts = append(opts, ingress.WithPoolCheck(0))
 	}
 	if rateLimited(cfg) {
-		limits := cfg.rateLimits()
 		kv, err := ingress.EnsureRateLimitBucket(ctx, js)
 		if err != nil {
 			return nil, err // includes a bucket whose TTL cannot hold the day window
 		}
-		opts = append(opts, ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: limits})))
+		opts = append(opts, ingress.WithLimiter(ingress.NewLimiter(kv, cfg.limiterConfig())))
 	}
 	if cfg.MaxStreamsPerPrincipal > 0 {
 		opts = append(opts, ingress.WithStreamLimiter(ingress.NewStreamLimiter(cfg.MaxStreamsPerPrincipal)))

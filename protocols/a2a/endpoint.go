@@ -93,8 +93,13 @@ func Endpoint(h host.RPCHost) host.RPCEndpoint {
 	d := &frontDoor{}
 	d.h, _ = h.(host.TaskHost)
 	return host.RPCEndpoint{Protocol: Name, Refuse: Refuse, Streaming: Streaming, Metric: Label, Serve: d.serve,
-		NotifyErrors: true, Peek: d.peek}
+		NotifyErrors: true, Peek: d.peek, Cancels: Cancels}
 }
+
+// Cancels reports the method that cancels the caller's task, tasks/cancel
+// (A2A v0.3 and AgentVault: host.RPCEndpoint.Cancels). A single v1.0
+// CancelTask posted here is the v1.0 binding's (Peek).
+func Cancels(method string) bool { return method == normalizer.A2ATasksCancel }
 
 // Refuse writes a refusal as a JSON-RPC error object (id null) with the
 // refusal's HTTP status: A2A clients see the status, AgentVault clients

@@ -80,6 +80,13 @@ type bindings struct {
 // the handler reads of it.
 func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			// A cancel stays possible over the rate limit (host.WithCancel):
+			// asked only of a call the rate limit refused, r (this
+			// variable: the request as admitted) then read as far as
+			// host.MaxCancelBody.
+			r = r.WithContext(host.WithCancel(r.Context(), func() bool { return isCancel(r, checkRPC) }))
+		}
 		c, ok := b.h.AdmitBinding(w, r, gateProtocol, b.gateRefuse(r, refuse, checkRPC))
 		if !ok {
 			return
@@ -792,6 +799,30 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 	}
 	plain(finishedError(t.ID, t.Status.State))
 	return true
+}
+
+// methodCancelTask is the method that cancels a task.
+const methodCancelTask = "CancelTask"
+
+// isCancel reports whether r is a CancelTask: for JSON-RPC (checkRPC) a
+// single, valid call of it, its body (at most host.MaxCancelBody bytes
+// read) put back for the handler; over HTTP+JSON a POST of
+// /tasks/{id}:cancel (a path tenant's too), whatever its body.
+func isCancel(r *http.Request, checkRPC bool) bool {
+	if checkRPC {
+		body, whole := host.PeekBody(r, host.MaxCancelBody)
+		return whole && host.IsCancelCall(body, func(m string) bool { return m == methodCancelTask })
+	}
+	if r.Method != http.MethodPost {
+		return false
+	}
+	_, route := pathTenant(r.URL.Path)
+	id, ok := strings.CutPrefix(route, restListPath+"/")
+	if !ok {
+		return false
+	}
+	id, ok = strings.CutSuffix(id, ":cancel")
+	return ok && id != "" && !strings.Contains(id, "/")
 }
 
 // restTaskMethodRefused answers 405 with Allow: GET, HEAD an HTTP+JSON

@@ -44,7 +44,12 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	d.Methods = slices.Clone(desc.Methods)
 	for i := range d.Methods {
 		next := d.Methods[i].Handler
+		cancel := d.Methods[i].MethodName == methodCancelTask
 		d.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, intercept grpc.UnaryServerInterceptor) (any, error) {
+			if cancel {
+				// Stays possible over the rate limit (host.WithCancel).
+				ctx = host.WithCancel(ctx, isCancelCall)
+			}
 			ctx, err := g.admit(ctx)
 			if err != nil {
 				return nil, err
@@ -79,6 +84,10 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	}
 	g.ServiceRegistrar.RegisterService(&d, impl)
 }
+
+// isCancelCall is the cancel test of a gRPC CancelTask: its method says
+// it.
+func isCancelCall() bool { return true }
 
 // unavailableStatus is err, but UNAVAILABLE with a RetryInfo of a second
 // for errUnavailable, which the SDK's transport answers INTERNAL (a

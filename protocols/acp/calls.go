@@ -73,10 +73,15 @@ type sessionConfig struct {
 func Endpoint(h host.RPCHost) host.RPCEndpoint {
 	f := &frontDoor{h: h}
 	return host.RPCEndpoint{Protocol: Name, Refuse: Refuse, Streaming: Streaming, Metric: Label, Serve: f.serve, Peek: peek,
+		Cancels: Cancels,
 		Lines: &host.Lines{CancelMethod: CancelRequest,
 			Cancelled: &jsonrpc.Error{Code: jsonrpc.CodeACPRequestCancelled, Message: "Request cancelled"},
 			Classify:  classify}}
 }
+
+// Cancels reports ACP's method that cancels the caller's requests,
+// session/cancel (host.RPCEndpoint.Cancels).
+func Cancels(method string) bool { return method == e2a.ACPSessionCancel }
 
 // Refuse writes a refusal as a JSON-RPC error (id null) with the HTTP
 // status, using ACP's "authentication required" code for 401.

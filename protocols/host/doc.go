@@ -21,7 +21,10 @@
 // request's control subject) and [Authentication] (the schemes a
 // handshake lists). An endpoint that must see the body before the gate
 // sets [RPCEndpoint.Peek] (A2A: a single v1.0 call goes to another
-// handler, refusals echo the call's id).
+// handler, refusals echo the call's id). A door says which of its calls
+// cancel a request of the caller ([RPCEndpoint.Cancels], [WithCancel]
+// for an SDK binding's call): the gate admits such a call on the
+// principal's budget of cancels when its rate limit is spent.
 //
 // A2A v0.3 and AgentVault (protocols/a2a) keep tasks and contexts under
 // the ownership rule: their caller is a [TaskCaller] ([Tasks]: the

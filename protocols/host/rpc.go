@@ -113,6 +113,11 @@ type RPCEndpoint struct {
 	// to the v1.0 handler), or nil and the refusal the gate writes for
 	// this body (A2A: echoing the call's id).
 	Peek func(body []byte) (divert http.Handler, refuse Refuse)
+	// Cancels, when set, reports the methods that cancel a request of the
+	// caller (A2A tasks/cancel, ACP session/cancel): a single such call
+	// ([IsCancelCall]) is admitted on the caller's budget of cancels when
+	// its rate limit is spent. Nil: no method is a cancel.
+	Cancels func(method string) bool
 }
 
 // Lines is what a line transport (one JSON-RPC message per line, calls
