@@ -100,6 +100,16 @@ type cursor struct {
 	// drains do not post the same update side by side.
 	Drainer    string `json:"drainer,omitempty"`
 	DrainUntil int64  `json:"drain_until,omitempty"`
+	// Poster is the replica (stage.id) whose lane posts the config's next
+	// update from a message another replica may hold too (job.shared: a
+	// redelivery, or a delivery the consumer may have redelivered before
+	// its holder kept it in progress), until PostUntil (Unix nanoseconds,
+	// a POST timeout and settleMargin ahead): written before that POST,
+	// cleared by the write after it (advance, outcome). Another replica's
+	// lane or drain does not post while it holds (postsElsewhere): two
+	// live replicas holding one message do not both post its update.
+	Poster    string `json:"poster,omitempty"`
+	PostUntil int64  `json:"post_until,omitempty"`
 	// Ends, when the backlog's turns are not one chain (a turn handed to
 	// the parked config follows a gap: a turn never stored, or no longer:
 	// placeAfterGap), are the last turns of its chains before the one
@@ -115,6 +125,15 @@ func (c cursor) holds(id string) bool {
 
 // parked reports whether the config is parked.
 func (c cursor) parked() bool { return len(c.Backlog) > 0 }
+
+// postsElsewhere is how long another replica than id (stage.id) holds
+// the config's next POST (Poster), 0 when none does.
+func (c cursor) postsElsewhere(id string) time.Duration {
+	if c.Poster == "" || c.Poster == id {
+		return 0
+	}
+	return max(time.Until(time.Unix(0, c.PostUntil)), 0)
+}
 
 // first and last are the first and the last turn of a parked config's
 // backlog.
@@ -386,6 +405,12 @@ func (s *stage) tryItem(it item) (result, error) {
 			return result{retry: true, after: max(s.o.orderWait, time.Until(cur.NextAttempt))}, nil
 		}
 	}
+	if wait := cur.postsElsewhere(s.id); wait > 0 {
+		// Another replica posts the update from its copy of this message
+		// (redelivered while held): handed to the config's backlog, for
+		// the drain once that POST is over.
+		return result{retry: true, after: min(wait, s.o.orderWait)}, nil
+	}
 	if wait := time.Until(cur.NextAttempt); wait > 0 && !cur.Dead {
 		return result{retry: true, after: wait}, nil
 	}
@@ -514,6 +539,7 @@ func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result,
 		cur.Done = i >= len(m.events)-1
 		cur.Final = cur.Done && m.final
 		cur.FailingSince, cur.Attempts, cur.NextAttempt = time.Time{}, 0, time.Time{}
+		cur.Poster, cur.PostUntil = "", 0
 		if !lane {
 			cur.DrainUntil = s.drainLease()
 		}
@@ -527,6 +553,17 @@ func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result,
 	}
 	for i := start; i < len(m.events); i++ {
 		ev := m.events[i]
+		if lane && it.job.shared {
+			// Another replica may hold this message too: the POST is
+			// claimed first (a compare-and-set), so that only one posts.
+			claim := cur
+			claim.Poster, claim.PostUntil = s.id, s.drainLease()
+			r, err := s.putCursor(it, claim, rev)
+			if err != nil {
+				return result{}, err // moved: the item is looked at again
+			}
+			cur, base, rev = claim, claim, r
+		}
 		if cur.Dead {
 			if err := s.deadLetter(it, ev, "earlier updates of the config were dead-lettered", 0, cur); err != nil {
 				return result{}, err
@@ -595,6 +632,7 @@ func (s *stage) outcome(it item, ev event, base cursor, cur *cursor, rev uint64,
 		delay = left
 	}
 	cur.NextAttempt = now.Add(delay)
+	cur.Poster, cur.PostUntil = "", 0
 	if cur.Drainer == s.id {
 		// Its drain ends here until the next attempt, which any replica
 		// may make.

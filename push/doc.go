@@ -100,8 +100,14 @@
 // left. A drain does not post while a lane's POST begun before the park
 // may be in flight (the cursor's settle time, cleared by that lane's
 // write), nor while another replica's drain holds the config (the
-// cursor's drainer, a POST timeout ahead), so that two replicas seldom
-// post one update side by side (docs/push.md has the counts). While it
+// cursor's drainer, a POST timeout ahead). A message the consumer may
+// have given another replica too (redelivered, or taken by intake a
+// third of the ack wait or more after it was stored: its ack wait may
+// have run out while it waited in the client's pull buffer) has each of
+// its POSTs claimed in the cursor first (the replica's id, a POST
+// timeout ahead, cleared by the write after the POST); a lane or drain
+// of another replica does not post while the claim holds, so two live
+// replicas post each update once (docs/push.md has the counts). While it
 // is parked the consumer's messages for it only move its
 // backlog's ends (a turn after a gap, its previous turn never stored or
 // another tenant's, starts a chain of the backlog's own: cursor.Ends).

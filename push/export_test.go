@@ -11,6 +11,7 @@ import (
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -183,3 +184,11 @@ func SlotsKey(principal string) string { return slotsKey(principal) }
 
 // TaskKey is the key of principal's task's configs in E2A_PUSH.
 func TaskKey(principal, taskID string) string { return taskKey(principal, taskID) }
+
+// WithBeforeIntake has the stage run f first in its consumer's callback,
+// for each response message: a callback held there keeps the message
+// delivered and not in progress, as a slow intake or a full pull buffer
+// does.
+func WithBeforeIntake(f func(jetstream.Msg)) Option {
+	return func(o *options) error { o.beforeIntake = f; return nil }
+}

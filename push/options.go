@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/internal/option"
@@ -59,6 +60,9 @@ type options struct {
 	signer               *Signer
 	turns                TaskTurns
 	sealer               *sealer
+	// beforeIntake, when set (tests: WithBeforeIntake), runs first in
+	// the consumer's callback, for each response message.
+	beforeIntake func(jetstream.Msg)
 }
 
 // CheckOptions returns the error NewStore or Run would return for opts

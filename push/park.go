@@ -191,7 +191,8 @@ func (s *stage) handOff(it item, cur cursor, rev uint64) (result, error) {
 	return result{parked: true}, nil
 }
 
-// drainLease is a drain's DrainUntil: a POST timeout and a margin ahead.
+// drainLease is a drain's DrainUntil, or a claimed POST's PostUntil: a
+// POST timeout and a margin ahead.
 func (s *stage) drainLease() int64 {
 	return time.Now().Add(s.o.timeout + settleMargin).UnixNano()
 }
@@ -650,6 +651,11 @@ func (s *stage) drain(ref configRef) (result, error) {
 			return result{retry: true, after: min(wait, s.o.orderWait)}, nil
 		}
 		cur.Settle = 0
+		if wait := cur.postsElsewhere(s.id); wait > 0 {
+			// A lane of another replica posts the config's next update
+			// from a message both replicas held (Poster).
+			return result{retry: true, after: min(wait, s.o.orderWait)}, nil
+		}
 		if wait := time.Until(time.Unix(0, cur.DrainUntil)); cur.Drainer != "" && cur.Drainer != s.id && wait > 0 {
 			// Another replica drains it (a second wake-up of the config).
 			return result{retry: true, after: min(wait, s.o.orderWait)}, nil

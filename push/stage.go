@@ -350,6 +350,9 @@ func (s *stage) consumerConfig() jetstream.ConsumerConfig {
 // rendered and handed to the lane of each config, and settled when
 // every lane is done with it.
 func (s *stage) intake(msg jetstream.Msg) {
+	if s.o.beforeIntake != nil {
+		s.o.beforeIntake(msg)
+	}
 	if s.ctx.Err() != nil {
 		_ = msg.Nak()
 		return
@@ -449,7 +452,8 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 	if len(s.mappers) > 10000 {
 		s.mappers = map[string]*mapState{}
 	}
-	return &job{msg: msg, m: m, epoch: epoch, done: make(chan result, len(configs)), n: len(configs), configs: configs}, nil
+	return &job{msg: msg, m: m, epoch: epoch, done: make(chan result, len(configs)), n: len(configs), configs: configs,
+		shared: md.NumDelivered > 1 || time.Since(md.Timestamp) >= s.o.ackWait/3}, nil
 }
 
 // heldConfigs are the configs of one principal's task, as stored under
@@ -514,6 +518,19 @@ type job struct {
 	configs []jobConfig
 	n       int
 	done    chan result
+	// shared: another replica may hold msg too, so each of its POSTs is
+	// claimed in the cursor first (cursor.Poster). A message the consumer
+	// delivered before (NumDelivered > 1), or stored a third of the ack
+	// wait or more before intake took it: maybe delivered that long ago
+	// (a delivery comes after the store), its ack wait may run out
+	// before settle's first InProgress (a third of the ack wait after
+	// intake), and the consumer give it to another replica while this
+	// one still holds it (it waited in the client's pull buffer, behind
+	// a slow intake). Any other message was delivered less than a third
+	// of the ack wait before intake: it is this replica's alone while
+	// the replica is alive, settle keeping it in progress before its ack
+	// wait can run out.
+	shared bool
 }
 
 // settle acks the message once every lane is done with it, or naks it
@@ -525,6 +542,10 @@ func (j *job) settle(s *stage) {
 	defer tick.Stop()
 	var retry, parked bool
 	var after time.Duration
+	if j.shared {
+		// Its ack wait may be near its end already.
+		_ = j.msg.InProgress()
+	}
 	for got := 0; got < j.n; {
 		select {
 		case r := <-j.done:
