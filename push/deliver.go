@@ -81,7 +81,8 @@ type cursor struct {
 	// parked config.
 	Backlog []string `json:"backlog,omitempty"`
 	Tail    uint64   `json:"tail,omitempty"`
-	// Settle, set when a config is parked (Unix nanoseconds), is when a
+	// Settle, set when a config is parked with a message that is not the
+	// one its position waits for (Unix nanoseconds), is when a
 	// POST that a lane of any replica began before the park, from the
 	// cursor not yet parked (its webhook's answer awaited, or its next
 	// message queued), has surely ended: its message's last POST timed

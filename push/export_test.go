@@ -192,3 +192,63 @@ func TaskKey(principal, taskID string) string { return taskKey(principal, taskID
 func WithBeforeIntake(f func(jetstream.Msg)) Option {
 	return func(o *options) error { o.beforeIntake = f; return nil }
 }
+
+// ParkMessage parks principal's config configID of task taskID with
+// request requestID's response message stored at seq, as a replica does
+// with a message its config cannot take now (park), and reports whether
+// the cursor it left is parked and holds a settle time (cursor.Settle).
+// opts are the replica's.
+func ParkMessage(ctx context.Context, nc *nats.Conn, principal, taskID, configID, requestID string, seq uint64,
+	opts ...Option) (parked, settle bool, err error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return false, false, err
+	}
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		return false, false, err
+	}
+	s, err := newStage(ctx, nc, o, m)
+	if err != nil {
+		return false, false, err
+	}
+	defer s.getter.Close()
+	if err := s.refreshEpoch(ctx); err != nil {
+		return false, false, err
+	}
+	epoch := s.epoch.Load()
+	ref := configRef{principal, taskID, configID}
+	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID), nil)
+	if err != nil {
+		return false, false, err
+	}
+	i := slices.IndexFunc(tc.Configs, func(c Config) bool { return c.ID == configID })
+	if i < 0 {
+		return false, false, errors.New("no config " + configID)
+	}
+	cfg := tc.Configs[i]
+	cfg.From = cfg.fromIn(s.epochAt(epoch))
+	r, err := s.requestOf(ctx, requestID, "", "")
+	if err != nil || !r.found {
+		return false, false, errors.Join(err, errors.New("no request "+requestID))
+	}
+	subj, err := subjects.Response(requestID)
+	if err != nil {
+		return false, false, err
+	}
+	page, _, err := streams.DirectGetBatch(ctx, nc, streams.ResponsesStream, subj, seq, 1)
+	if err != nil {
+		return false, false, err
+	}
+	fs, err := frames(page[0].Header, page[0].Data)
+	if err != nil {
+		return false, false, err
+	}
+	msg := &message{requestID: requestID, after: r.after, seq: page[0].Seq, firstSeq: fs[0].Sequence,
+		final: fs[len(fs)-1].IsFinal, stored: page[0].Time}
+	if _, err := s.park(item{job: &job{m: msg, epoch: epoch}, cfg: cfg, ref: ref}); err != nil {
+		return false, false, err
+	}
+	cur, _, err := readCursor(ctx, s.kv, ref.cursorKey())
+	return cur.parked(), cur.Settle != 0, err
+}

@@ -140,10 +140,13 @@ func (s *stage) park(it item) (result, error) {
 		return result{}, err // none: a message after its request's final frame
 	}
 	cur.Backlog, cur.Tail = backlog(ids[0], ids[len(ids)-1]), it.job.m.seq
-	if time.Until(cur.NextAttempt) <= 0 {
+	if time.Until(cur.NextAttempt) <= 0 && !s.waitedFor(it, cur) {
 		// A lane (of this replica or another) may be posting the
 		// config's next update from the cursor read before this write:
-		// the drain waits for it (Settle).
+		// the drain waits for it (Settle). Not when the update the
+		// cursor waits for is this message's: no lane posts it (a copy
+		// another replica holds has its POSTs claimed: Poster), and no
+		// lane would come to clear the settle time (handOff).
 		cur.Settle = time.Now().Add(s.o.timeout + settleMargin).UnixNano()
 	}
 	if _, err := s.putCursor(it, cur, rev); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -372,4 +373,64 @@ func TestBacklogCycleEnds(t *testing.T) {
 	if strings.Contains(e.log.String(), "longer than the turns followed") {
 		t.Fatalf("the walk went round the cycle: %s", firstLine(e.log.String(), "longer than the turns followed"))
 	}
+}
+
+// TestParkedWithItsNextMessageNoSettle: a config parked with the very
+// message its cursor waits for (a lane found it not next while the lane
+// of the message before it posted, and that lane wrote its position
+// before the park read the cursor) has no POST of another lane to wait
+// for: its drain delivers at once. It waited the settle time (the POST
+// timeout and a second) before: no lane was left to clear it, the message
+// it waited for being the one parked. The stage here is stopped while
+// the message is parked, and its POST timeout is 5 minutes: the drain
+// waiting for a settle time would not deliver within the test.
+func TestParkedWithItsNextMessageNoSettle(t *testing.T) {
+	e := newEnvOn(t)
+	defer e.logOnFailure(t)
+	st := e.startStage(push.WithTimeout(5 * time.Minute))
+	r := newReceiver(t, nil)
+	e.create("alice", push.Config{TaskID: "next", ID: "c", URL: r.srv.URL})
+	storeRequestAfter(t, e, "next-r1", "alice", "next", "")
+	storeFrame(t, e, "next-r1", "alice", "next", 0, "a;", false)
+	testkit.Eventually(t, 20*time.Second, "the first message delivered and acked", func() bool {
+		ds, err := e.store.Deliveries(tctx(t), "alice", "next")
+		return err == nil && len(ds) == 1 && strings.HasPrefix(ds[0].LastEvent, "next-r1:0:") && consumerIdle(t, e)
+	})
+	st.stop()
+	storeFrame(t, e, "next-r1", "alice", "next", 1, "", true)
+	// The replica that parks the message acks it: taken off the consumer
+	// here.
+	c, err := e.js.Consumer(tctx(t), streams.ResponsesStream, push.DefaultConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	for msg := range batch.Messages() {
+		md, err := msg.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq = md.Sequence.Stream
+		if err := msg.DoubleAck(tctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seq == 0 {
+		t.Fatalf("premise: the last message not fetched: %v", batch.Error())
+	}
+	parked, settle, err := push.ParkMessage(tctx(t), e.nc, "alice", "next", "c", "next-r1", seq, push.WithTimeout(5*time.Minute))
+	if err != nil || !parked {
+		t.Fatalf("premise: the config not parked (%v)", err)
+	}
+	if settle {
+		t.Errorf("parked with the message its cursor waits for, the config waits a settle time")
+	}
+	e.startStage(push.WithTimeout(5 * time.Minute))
+	testkit.Eventually(t, 20*time.Second, "the parked message delivered by the drain", func() bool {
+		return completedBy(t, r)["next-r1"]
+	})
 }
