@@ -31,10 +31,10 @@ func lookupRequest(ctx context.Context, m *streams.DirectGetter, stream, request
 		return nil, nil
 	}
 	msg, err := m.GetLast(ctx, stream, subj)
-	if err != nil || msg != nil {
-		return msg, err
+	if err == nil && msg == nil {
+		msg, err = m.ConfirmLast(ctx, stream, subj)
 	}
-	return m.ConfirmLast(ctx, stream, subj)
+	return msg, unanswered(ctx, err, requestID, "envelope")
 }
 
 // confirmRequest is lookupRequest's confirmation alone: the envelope

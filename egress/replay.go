@@ -602,10 +602,25 @@ func (r *Reader) fill(ctx context.Context) error {
 		if errors.Is(err, errStoredGap) && r.frontPassed(ctx) {
 			return framesExpired(r.requestID, "its next frames aged out while it was read")
 		}
-		return err
+		return unanswered(ctx, err, r.requestID, "frames")
 	}
 	r.caughtUp = pending == 0 || r.done
 	return nil
+}
+
+// unanswered is err, a read of a stream that ended by its own bound
+// (directGetAttempt, streams.DefaultDirectGetTimeout) while ctx, the
+// caller's, is live, as what it is: the NATS server did not answer,
+// nats.ErrTimeout, which is unavailable (503, retryable: the broker, not
+// the request). Left as context.DeadlineExceeded it read as the caller's
+// own deadline (timeout, 504), and a stream whose server fell silent
+// ended with the error timeout. An error of ctx's own deadline stays.
+// what names what was read of request id ("frames", "envelope").
+func unanswered(ctx context.Context, err error, id, what string) error {
+	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("egress: request %q: its %s could not be read, no answer from the NATS server: %w", id, what, nats.ErrTimeout)
 }
 
 // errStoredGap marks a stored frame found past the one expected after

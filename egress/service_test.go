@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -37,8 +38,14 @@ type httpEnv struct {
 
 func startHTTP(t testing.TB, opts ...Option) *httpEnv {
 	e := startEnv(t)
+	return e.serveHTTP(t, e.nc, opts...)
+}
+
+// serveHTTP serves over HTTP a Service on nc: e's connection, or another
+// one to its server.
+func (e *testEnv) serveHTTP(t testing.TB, nc *nats.Conn, opts ...Option) *httpEnv {
 	reg := prometheus.NewRegistry()
-	svc, err := New(e.nc, append([]Option{WithRegisterer(reg), WithProjections(testProjections)}, opts...)...)
+	svc, err := New(nc, append([]Option{WithRegisterer(reg), WithProjections(testProjections)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc/codes"
 
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -73,7 +74,10 @@ func TestSDKError(t *testing.T) {
 		{fmt.Errorf("x: %w", normalizer.ErrContentTypeNotSupported), a2a.ErrUnsupportedContentType},
 		{fmt.Errorf("x: %w", normalizer.ErrPushNotificationNotSupported), a2a.ErrPushNotificationNotSupported},
 		{fmt.Errorf("x: %w", normalizer.ErrExtendedCardNotConfigured), a2a.ErrExtendedCardNotConfigured},
-		{host.ErrBackpressure, a2a.ErrServerError},
+		{host.ErrBackpressure, errTemporary},
+		// A read of the frames the NATS server left unanswered (egress's
+		// unavailable) is temporary: 503 UNAVAILABLE with RetryInfo.
+		{fmt.Errorf("x: %w", nats.ErrTimeout), errTemporary},
 		{errors.New("anything else"), a2a.ErrServerError},
 	} {
 		if got := sdkError(c.err); !errors.Is(got, c.want) {

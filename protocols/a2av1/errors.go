@@ -13,6 +13,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
+	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
@@ -132,7 +133,8 @@ func sdkError(err error) error {
 		// (was UNAVAILABLE, "retry later": TestA2AV1GRPCDeadlineKeepsTask
 		// failed so in CI on 700e7e2).
 		return err
-	case errors.Is(err, host.ErrBackpressure), errors.Is(err, egress.ErrShuttingDown):
+	case errors.Is(err, host.ErrBackpressure), errors.Is(err, egress.ErrShuttingDown),
+		errors.Is(err, nats.ErrTimeout): // a read the NATS server left unanswered (egress: unavailable)
 		return errUnavailable
 	}
 	switch normalizer.JSONRPCCode(err) {
