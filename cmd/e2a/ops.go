@@ -40,7 +40,9 @@ const readyCacheTTL = 2 * time.Second
 // checks (one stream or consumer info each, cached): a stream, bucket or
 // durable consumer deleted under a running process is not made again by
 // it, and it would report ready while it fails or pulls nothing. Each is
-// named in the answer's failures when missing. Every check here is one
+// named in the answer's failures when missing. One JetStream cannot answer
+// (no quorum, no answer) leaves the process ready, degraded (obs.Degraded):
+// every replica meets that alike, and answers it with retryable refusals. Every check here is one
 // the process's NATS user may make (deploy/nats/accounts.conf: STREAM.INFO
 // of the E2A streams and buckets, CONSUMER.INFO of its own consumers).
 type readyNeeds struct {

@@ -171,3 +171,37 @@ func TestReadyzDevReadyWithoutLiveWorker(t *testing.T) {
 	testkit.Receive(t, done, 30*time.Second, "the bridge worker stopped")
 	waitReadyz(t, base, http.StatusOK, `"gone":"no live worker"`)
 }
+
+// TestReadyzDegradedWithoutQuorum: a NATS cluster without a JetStream
+// quorum (two servers of three stopped) fails every replica alike, and
+// each front door answers that with its protocol's retryable refusal;
+// /readyz of `e2a serve` and of an agent stays 200, "degraded", the cause
+// named and e2a_jetstream_unavailable 1, while the process's own
+// connection is up (a 503 on every replica left Kubernetes' Service no
+// endpoint, and clients the load balancer's bare 503). It is 503 once
+// the process's connection is down (the last server stopped), and ready
+// again when the cluster is back.
+func TestReadyzDegradedWithoutQuorum(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	serve := startStageForReadyz(t, c.URL(), nil, "serve")
+	agent := startStageForReadyz(t, c.URL(), nil, "agent", "--pool", "demo")
+	c.Kill(1)
+	c.Kill(2)
+	for _, base := range []string{serve, agent} {
+		waitReadyz(t, base, http.StatusOK, `"status":"degraded"`)
+		if _, m := httpGet(t, base+"/metrics"); !strings.Contains(m, "\ne2a_jetstream_unavailable 1\n") {
+			t.Errorf("%s/metrics: no e2a_jetstream_unavailable 1", base)
+		}
+	}
+	c.Kill(0)
+	for _, base := range []string{serve, agent} {
+		waitReadyz(t, base, http.StatusServiceUnavailable, `nats: `)
+	}
+	c.Restart(0, 1, 2)
+	for _, base := range []string{serve, agent} {
+		waitReadyz(t, base, http.StatusOK, `"status":"ready"`)
+		if _, m := httpGet(t, base+"/metrics"); !strings.Contains(m, "\ne2a_jetstream_unavailable 0\n") {
+			t.Errorf("%s/metrics: no e2a_jetstream_unavailable 0", base)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -236,19 +237,26 @@ type Detail struct {
 }
 
 // RegisterWithDetails is Register with details added to every /readyz
-// answer under "details" (an error of one is shown as its text).
+// answer under "details" (an error of one is shown as its text). A check
+// failing [Degraded] (JetStream unavailable: no quorum, no answer) leaves
+// /readyz 200, its status "degraded" and the failures listed under
+// "degraded", and e2a_jetstream_unavailable 1 in reg until an answer is
+// no longer degraded; any other failure makes it 503, "unavailable".
 func RegisterWithDetails(mux *http.ServeMux, reg *prometheus.Registry, details []Detail, checks ...Check) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
 	})
+	unavailable := jetStreamUnavailableGauge(reg)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		var failures []string
+		var failures, degraded []string
 		for _, c := range checks {
-			if err := c(ctx); err != nil {
+			if err := c(ctx); Degraded(err) {
+				degraded = append(degraded, err.Error())
+			} else if err != nil {
 				failures = append(failures, err.Error())
 			}
 		}
@@ -265,10 +273,37 @@ func RegisterWithDetails(mux *http.ServeMux, reg *prometheus.Registry, details [
 			body["details"] = d
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if len(failures) > 0 {
+		if len(degraded) > 0 {
+			body["degraded"] = degraded
+		}
+		switch {
+		case len(failures) > 0:
 			body["status"], body["failures"] = "unavailable", failures
+			unavailable.Set(0)
 			w.WriteHeader(http.StatusServiceUnavailable)
+		case len(degraded) > 0:
+			body["status"] = "degraded"
+			unavailable.Set(1)
+		default:
+			unavailable.Set(0)
 		}
 		_ = json.NewEncoder(w).Encode(body)
 	})
+}
+
+// jetStreamUnavailableGauge is reg's e2a_jetstream_unavailable, registered
+// by the first /readyz mounted on reg and shared by any other.
+func jetStreamUnavailableGauge(reg *prometheus.Registry) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "e2a_jetstream_unavailable",
+		Help: "1 while the process's /readyz answers degraded: JetStream cannot answer (no quorum, no answer in time) while its NATS connection is up; it stays ready, its front doors refusing with retryable errors."})
+	if err := reg.Register(g); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(prometheus.Gauge); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return g
 }

@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestLoggerRedactsSecrets(t *testing.T) {
@@ -44,8 +47,8 @@ func TestLoggerRedactsSecrets(t *testing.T) {
 
 func TestReadyz(t *testing.T) {
 	mux := http.NewServeMux()
-	var fail error
-	Register(mux, NewRegistry(), func(context.Context) error { return fail })
+	var fail, other error
+	Register(mux, NewRegistry(), func(context.Context) error { return fail }, func(context.Context) error { return other })
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
@@ -57,6 +60,24 @@ func TestReadyz(t *testing.T) {
 	fail = errors.New("nats: disconnected")
 	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "disconnected") {
 		t.Fatalf("readyz = %d %s", code, body)
+	}
+	// JetStream unavailable (no quorum: the API's 503, 10008) is the
+	// cluster's: 200 degraded, the gauge 1; with another failure, 503.
+	noQuorum := jetStreamFailure(fmt.Errorf("stream E2A_REQUESTS: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008,
+		Description: "JetStream system temporarily unavailable"}))
+	fail = noQuorum
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, "10008") {
+		t.Fatalf("readyz without quorum = %d %s", code, body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "\ne2a_jetstream_unavailable 1\n") {
+		t.Fatalf("metrics without quorum: no e2a_jetstream_unavailable 1")
+	}
+	other = errors.New("nats: disconnected")
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, `"status":"unavailable"`) {
+		t.Fatalf("readyz degraded and failing = %d %s", code, body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "\ne2a_jetstream_unavailable 0\n") {
+		t.Fatalf("metrics while unready: no e2a_jetstream_unavailable 0")
 	}
 	if code, _ := get("/healthz"); code != 200 {
 		t.Fatalf("healthz = %d", code)

@@ -2,19 +2,58 @@ package obs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// degraded is a failed check that does not make the process unready:
+// JetStream cannot answer (no quorum, no answer in time) while the
+// process's own connection is up. Every replica of a stage meets it
+// alike, and each one's front doors answer it with their protocol's
+// retryable refusal (503 unavailable with Retry-After, within a second);
+// were all of them unready, Kubernetes' Service would have no endpoint
+// left, and clients would get the load balancer's bare 503 or a refused
+// connection instead. /readyz answers 200 "degraded" naming it.
+type degraded struct{ err error }
+
+func (d degraded) Error() string { return d.err.Error() }
+func (d degraded) Unwrap() error { return d.err }
+
+// Degraded reports whether err, a check's, is one that leaves the
+// process ready, degraded: JetStream unavailable.
+func Degraded(err error) bool {
+	var d degraded
+	return errors.As(err, &d)
+}
+
+// jetStreamFailure is err, of a JetStream API call, marked degraded when
+// it says JetStream cannot answer now rather than that what was asked
+// for is missing or refused: an API error of code 503 (10008, "JetStream
+// system temporarily unavailable": no meta leader, no quorum), or no
+// answer within the call's deadline (the check's 2 s; nats.ErrTimeout).
+// A missing stream, bucket or consumer (404) or a permission stays a
+// failure: it is this deployment's, and no wait mends it.
+func jetStreamFailure(err error) error {
+	var api *jetstream.APIError
+	if errors.As(err, &api) && api.Code == http.StatusServiceUnavailable ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return degraded{err}
+	}
+	return err
+}
 
 // StreamPresent is ready when stream name exists (one stream info,
 // which every stage's NATS user may make); a failure names it.
 func StreamPresent(js jetstream.JetStream, name string) Check {
 	return func(ctx context.Context) error {
 		if _, err := js.Stream(ctx, name); err != nil {
-			return fmt.Errorf("stream %s: %w", name, err)
+			return jetStreamFailure(fmt.Errorf("stream %s: %w", name, err))
 		}
 		return nil
 	}
@@ -27,7 +66,7 @@ func StreamPresent(js jetstream.JetStream, name string) Check {
 func BucketPresent(js jetstream.JetStream, name string) Check {
 	return func(ctx context.Context) error {
 		if _, err := js.KeyValue(ctx, name); err != nil { // one info of its stream
-			return fmt.Errorf("bucket %s: %w", name, err)
+			return jetStreamFailure(fmt.Errorf("bucket %s: %w", name, err))
 		}
 		return nil
 	}
@@ -41,7 +80,7 @@ func BucketPresent(js jetstream.JetStream, name string) Check {
 func ConsumerPresent(js jetstream.JetStream, stream, name string) Check {
 	return func(ctx context.Context) error {
 		if _, err := js.Consumer(ctx, stream, name); err != nil {
-			return fmt.Errorf("consumer %s on %s: %w", name, stream, err)
+			return jetStreamFailure(fmt.Errorf("consumer %s on %s: %w", name, stream, err))
 		}
 		return nil
 	}
