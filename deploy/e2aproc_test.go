@@ -201,15 +201,16 @@ func (d *deployment) run(name, user string, within time.Duration, args ...string
 	return string(out)
 }
 
-// waitReady polls the stage's /readyz until it answers 200 (NATS
-// connected, streams present), failing when the process exits first.
+// waitReady polls the stage's /readyz until it answers 200 "ready" (NATS
+// connected, streams present; not "degraded": JetStream answering too),
+// failing when the process exits first.
 func (d *deployment) waitReady(p *e2aProc, within time.Duration) {
 	d.t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
 	var err error
 	ready := testkit.Until(within, func() bool {
 		var ok bool
-		if ok, err = getOK(client, p.url()+"/readyz"); ok {
+		if ok, err = readyOK(client, p.url()+"/readyz"); ok {
 			return true
 		}
 		if p.exited() {

@@ -163,6 +163,18 @@ func getOK(client *http.Client, url string) (bool, error) {
 	return resp.StatusCode == http.StatusOK, nil
 }
 
+// readyOK reports whether url, a stage's /readyz, answers 200 with the
+// status ready: not degraded (JetStream unavailable, which is 200 too).
+func readyOK(client *http.Client, url string) (bool, error) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"status":"ready"`), err
+}
+
 func (nd *natsNode) logTail() string {
 	return fileTail(4000, filepath.Join(nd.dir, "stderr.log"), nd.logPath)
 }

@@ -367,15 +367,16 @@ func startStage(ctx context.Context, bin string, env []string, ready, field stri
 	return p, nil
 }
 
-// waitReady polls the process's /readyz until it answers 200.
+// waitReady polls the process's /readyz until it answers 200 "ready"
+// (not "degraded": JetStream answering too).
 func (p *stageProc) waitReady(ctx context.Context, hc *http.Client) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+"/readyz", nil)
 		if resp, err := hc.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
+			b, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"status":"ready"`) {
 				return nil
 			}
 		}
