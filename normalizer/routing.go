@@ -26,7 +26,8 @@ const WorkflowPool = "workflow"
 //  2. Methods[method], an exact match on Envelope.Method (for method "ext",
 //     Envelope.ExtMethod is tried first);
 //  3. the longest Methods key ending in "*" that prefixes the method
-//     ("session/*", "tool/*", "*" matches everything);
+//     ("session/*", "tool/*", "*" matches everything; for "ext", one
+//     prefixing ExtMethod before one as long prefixing "ext");
 //  4. Channels[channel], an exact match on Envelope.Channel;
 //  5. the built-in rule: MethodWorkflowExecute → WorkflowPool;
 //  6. Default, or DefaultPool when empty.
@@ -52,14 +53,14 @@ func (r Routes) Pool(env *e2a.Envelope) string {
 			return p
 		}
 	}
+	// The methods in their order outside, so that of two rules as long,
+	// one for ext_method and one for "ext", ext_method's wins: with the
+	// rules outside, the map's order chose between them.
 	best, bestLen := "", -1
-	for k, p := range r.Methods {
-		if !strings.HasSuffix(k, "*") {
-			continue
-		}
-		prefix := k[:len(k)-1]
-		for _, m := range methods {
-			if strings.HasPrefix(m, prefix) && len(prefix) > bestLen {
+	for _, m := range methods {
+		for k, p := range r.Methods {
+			prefix, wild := strings.CutSuffix(k, "*")
+			if wild && strings.HasPrefix(m, prefix) && len(prefix) > bestLen {
 				best, bestLen = p, len(prefix)
 			}
 		}

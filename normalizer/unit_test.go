@@ -330,3 +330,17 @@ func TestErrorMessageBounded(t *testing.T) {
 		t.Errorf("error of %d bytes: %.100v", len(err.Error()), err)
 	}
 }
+
+// TestRoutesWildcardTieExtMethodFirst: an ext envelope whose ext_method
+// and method "ext" are each prefixed by a wildcard rule as long goes to
+// ext_method's pool every time (it went to either, by the map's order;
+// found by FuzzRoutes).
+func TestRoutesWildcardTieExtMethodFirst(t *testing.T) {
+	r := normalizer.Routes{Methods: map[string]string{"a*": "first", "e*": "second"}}
+	env := &e2a.Envelope{Method: "ext", ExtMethod: "abc"}
+	for range 100 {
+		if got := r.Pool(env); got != "first" {
+			t.Fatalf("ext_method abc went to %q, want first (a*, tied with e* for ext)", got)
+		}
+	}
+}
