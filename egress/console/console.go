@@ -22,6 +22,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/option"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -418,7 +419,8 @@ func servePage(w http.ResponseWriter, name string, status int) {
 
 // badQuery answers a refused list query (ErrBadQuery) 400 bad_request
 // with what a client reads of it: what was wrong, without the package's
-// prefix ("bad query: limit=\"0\""; egress.ClientMessage).
+// prefix ("bad query: limit=\"0\""; egress.ClientMessage), each value of the
+// client's quoted and cut to 128 bytes (jsonrpc.QuoteForMessage).
 func badQuery(w http.ResponseWriter, err error) {
 	apiError(w, http.StatusBadRequest, "bad_request", strings.TrimPrefix(egress.ClientMessage(err), "console: "))
 }
@@ -506,7 +508,7 @@ func parseTime(v string, now time.Time) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %q is neither an RFC 3339 time nor a duration (15m)", ErrBadQuery, v)
+		return time.Time{}, fmt.Errorf("%w: %s is neither an RFC 3339 time nor a duration (15m)", ErrBadQuery, jsonrpc.QuoteForMessage(v))
 	}
 	return t, nil
 }
@@ -524,12 +526,12 @@ func QueryFromURL(v url.Values, now time.Time) (Query, error) {
 	}
 	if s := v.Get("before"); s != "" {
 		if q.Before, err = strconv.ParseUint(s, 10, 64); err != nil {
-			return q, fmt.Errorf("%w: before=%q", ErrBadQuery, s)
+			return q, fmt.Errorf("%w: before=%s", ErrBadQuery, jsonrpc.QuoteForMessage(s))
 		}
 	}
 	if s := v.Get("limit"); s != "" {
 		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 1 {
-			return q, fmt.Errorf("%w: limit=%q", ErrBadQuery, s)
+			return q, fmt.Errorf("%w: limit=%s", ErrBadQuery, jsonrpc.QuoteForMessage(s))
 		}
 	}
 	return q, nil

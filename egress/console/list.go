@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -87,7 +88,7 @@ type lister struct {
 
 func (q *Query) validate() error {
 	if q.Status != "" && !slices.Contains(Statuses, q.Status) {
-		return fmt.Errorf("%w: status %q (want one of %s)", ErrBadQuery, q.Status, strings.Join(Statuses, ", "))
+		return fmt.Errorf("%w: status %s (want one of %s)", ErrBadQuery, jsonrpc.QuoteForMessage(q.Status), strings.Join(Statuses, ", "))
 	}
 	if q.Limit <= 0 {
 		q.Limit = DefaultPageSize
