@@ -42,6 +42,9 @@ func TestParsePath(t *testing.T) {
 		{"/workflow/a..b", "", true},
 		{"/workflow/a[", "", true},
 		{"/workflow/a[-1]", "", true},
+		{"/workflow/a[-0]", "", true}, // read as [0] (FuzzParsePath)
+		{"/workflow/a[+1]", "", true},
+		{"/workflow/a[007]", "/workflow/a[7]", false},
 		{"/workflow/a[x]", "", true},
 		{"/workflow/a b", "", true},
 		{"/workflow/[0]", "", true},

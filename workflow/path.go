@@ -137,9 +137,12 @@ func parseSegments(s string, absolute bool) ([]segment, error) {
 			if j < 0 {
 				return nil, errors.New("unclosed [")
 			}
-			n, err := strconv.Atoi(s[i+1 : i+j])
-			if err != nil || n < 0 || n > maxIndex || strings.HasPrefix(s[i+1:i+j], "+") {
-				return nil, fmt.Errorf("bad array index %q", s[i+1:i+j])
+			// Decimal digits only: Atoi also reads a sign ("-0" was
+			// index 0).
+			digits := s[i+1 : i+j]
+			n, err := strconv.Atoi(digits)
+			if err != nil || n > maxIndex || strings.TrimLeft(digits, "0123456789") != "" {
+				return nil, fmt.Errorf("bad array index %q", digits)
 			}
 			if len(segs) == 0 && absolute {
 				return nil, errors.New("an index needs a property before it")
