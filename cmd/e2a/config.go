@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -615,22 +616,34 @@ func (u UpstreamConfig) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// headers parses Headers ("Name: value; Name2: value2").
+// headers parses Headers ("Name: value; Name2: value2"). A header named
+// twice, in any case, is refused: "a: 1; A: 2" set both names and the
+// map's order chose which value the upstream got.
 func (u UpstreamConfig) headers() (map[string]string, error) {
 	if strings.TrimSpace(u.Headers) == "" {
 		return nil, nil
 	}
 	out := map[string]string{}
+	entry := map[string]int{} // canonical name → its entry
+	n := 0
 	for _, kv := range strings.Split(u.Headers, ";") {
 		if strings.TrimSpace(kv) == "" {
 			continue
 		}
+		n++
 		k, v, ok := strings.Cut(kv, ":")
-		if !ok || strings.TrimSpace(k) == "" {
-			// The value may be a secret: name the position, not the text.
-			return nil, fmt.Errorf("E2A_UPSTREAM_HEADERS: an entry without \"Name: value\" (entry %d)", len(out)+1)
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			// The value may be a secret: name the position, not the text
+			// (the entries' count: out counts names, one for two entries
+			// naming one).
+			return nil, fmt.Errorf("E2A_UPSTREAM_HEADERS: an entry without \"Name: value\" (entry %d)", n)
 		}
-		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		if first, ok := entry[http.CanonicalHeaderKey(k)]; ok {
+			return nil, fmt.Errorf("E2A_UPSTREAM_HEADERS: one header in entries %d and %d", first, n)
+		}
+		entry[http.CanonicalHeaderKey(k)] = n
+		out[k] = strings.TrimSpace(v)
 	}
 	return out, nil
 }
