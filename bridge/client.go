@@ -602,11 +602,11 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(ctx)
 	t.c.SetHeaders(ctx, r.Header, nil)
 	if err := t.c.Authorize(ctx, r.Header); err != nil {
-		endCallSpan(span, nil, err)
+		endCallSpan(span, nil, err, t.c.Scrub)
 		return nil, err
 	}
 	resp, err := t.c.rt.RoundTrip(r)
-	endCallSpan(span, resp, err)
+	endCallSpan(span, resp, err, t.c.Scrub)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized {
 		t.c.Refused(r.Header)
 	}
@@ -651,11 +651,11 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 	c.SetHeaders(ctx, req.Header, env)
 	if err := c.Authorize(ctx, req.Header); err != nil {
 		cancel(nil)
-		endCallSpan(span, nil, err)
+		endCallSpan(span, nil, err, c.Scrub)
 		return nil, err
 	}
 	resp, err := c.roundTrip(req)
-	endCallSpan(span, resp, err)
+	endCallSpan(span, resp, err, c.Scrub)
 	if err != nil {
 		cancel(nil)
 		if cause := context.Cause(ctx); errors.Is(cause, ErrIdleTimeout) {

@@ -2,14 +2,20 @@ package bridge
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
+	"github.com/e2a-pipeline/pipeline/redact"
 )
 
 const tracerName = "github.com/e2a-pipeline/pipeline/bridge"
@@ -42,15 +48,20 @@ func startCallSpan(ctx context.Context, r *http.Request) (context.Context, trace
 }
 
 // endCallSpan ends a call's span with its answer's status, or err: a
-// transport failure or a status of 400 or more is an error.
-func endCallSpan(span trace.Span, resp *http.Response, err error) {
+// transport failure or a status of 400 or more is an error. The error's
+// event holds err's message as scrub leaves it (the client's Scrub: its
+// credentials, its URL's query values and path tokens), the URL an
+// *url.Error quotes cut to its scheme and host first (redact.URL), as
+// the span's attributes never hold the upstream's path or query.
+func endCallSpan(span trace.Span, resp *http.Response, err error, scrub func(string) string) {
 	if !span.IsRecording() {
 		span.End()
 		return
 	}
 	switch {
 	case err != nil:
-		span.RecordError(err)
+		span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(semconv.ExceptionType(fmt.Sprintf("%T", err)),
+			semconv.ExceptionMessage(spanError(err, scrub))))
 		span.SetStatus(codes.Error, "upstream call failed")
 	case resp != nil:
 		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
@@ -59,4 +70,18 @@ func endCallSpan(span trace.Span, resp *http.Response, err error) {
 		}
 	}
 	span.End()
+}
+
+// spanError is err's message for a span: the URL of an *url.Error in it
+// as redact.URL shows it (the transport quotes the whole URL), then
+// scrubbed by scrub (nil: not).
+func spanError(err error, scrub func(string) string) string {
+	msg := err.Error()
+	if ue := (*url.Error)(nil); errors.As(err, &ue) && ue.URL != "" {
+		msg = strings.ReplaceAll(msg, ue.URL, redact.URL(ue.URL))
+	}
+	if scrub != nil {
+		msg = scrub(msg)
+	}
+	return msg
 }

@@ -16,7 +16,7 @@ func TestCallSpanAllocsTracingOff(t *testing.T) {
 	resp := &http.Response{StatusCode: 200}
 	n := testing.AllocsPerRun(100, func() {
 		_, span := startCallSpan(context.Background(), req)
-		endCallSpan(span, resp, nil)
+		endCallSpan(span, resp, nil, nil)
 	})
 	if n > 1 {
 		t.Errorf("an upstream call's span with tracing off: %v allocations, want at most 1", n)

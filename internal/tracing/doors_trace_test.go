@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -504,4 +505,58 @@ func TestTraceOffEveryDoor(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A bridge's upstream call that fails (the upstream refuses the
+// connection) is an error on its client span, without the secrets of the
+// upstream's URL: a key in its query, a token as a path segment (the
+// transport's error quotes the URL it was called at).
+func TestTraceBridgeCallErrorWithoutURLSecrets(t *testing.T) {
+	exp, p := memTracing(t)
+	const key, pathTok = "qkey-5ecret-value", "hook7Tok3nSegment42"
+	c, err := bridge.NewClient("http://" + testkit.ClosedAddr(t) + "/hooks/" + pathTok + "?key=" + key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.Base().String(), strings.NewReader("{}"))
+	if _, err := c.Do(req, nil); err == nil {
+		t.Fatal("a call to a closed port succeeded")
+	}
+	if err := p.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var call *tracetest.SpanStub
+	ss := exp.GetSpans()
+	for i := range ss {
+		if ss[i].Name == "POST" {
+			call = &ss[i]
+		}
+	}
+	if call == nil {
+		t.Fatalf("no client span POST (spans %v)", spanNames(ss))
+	}
+	if call.Status.Code != codes.Error || len(call.Events) == 0 {
+		t.Fatalf("the failed call's span: status %v, events %v; want an error with the error's event", call.Status, call.Events)
+	}
+	var all []attribute.KeyValue
+	all = append(all, call.Attributes...)
+	for _, ev := range call.Events {
+		all = append(all, ev.Attributes...)
+	}
+	said := false
+	for _, a := range all {
+		v := a.Value.Emit()
+		if strings.Contains(v, key) || strings.Contains(v, pathTok) {
+			t.Errorf("span attribute %s = %q holds a secret of the upstream's URL", a.Key, v)
+		}
+		said = said || a.Key == "exception.message" && strings.Contains(v, "connection refused") && strings.Contains(v, c.Name())
+	}
+	if !said {
+		t.Errorf("no exception.message naming the upstream and the failure: %v", all)
+	}
+	if call.Status.Description != "" && (strings.Contains(call.Status.Description, key) || strings.Contains(call.Status.Description, pathTok)) {
+		t.Errorf("span status %q holds a secret of the upstream's URL", call.Status.Description)
+	}
 }
