@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -590,7 +591,10 @@ func (t *turn) scrubbedPart(p *a2a.Part) (*a2a.Part, bool) {
 // upstream's task and context and holds the answer's text, when the
 // answer had text, reasoning or tool deltas; else it has none: the A2A
 // renderers make a part of the result of an answer without deltas, and
-// an answer of files or data parts has nothing to add.
+// an answer of files or data parts has nothing to add. A text too large
+// for one frame (the NATS server's max_payload) was written in text
+// frames that fit: the result then says so (text_omitted) instead of
+// holding it, as the OpenAI bridge's does (content_omitted).
 func (t *turn) complete() error {
 	if !t.deltas {
 		return t.w.Complete(nil)
@@ -599,7 +603,13 @@ func (t *turn) complete() error {
 	if t.taskID != "" {
 		res["upstream_task_id"] = string(t.taskID)
 	}
-	return t.w.Complete(res)
+	err := t.w.Complete(res)
+	if errors.Is(err, agent.ErrFrameTooLarge) {
+		delete(res, "text")
+		res["text_omitted"] = "larger than a frame: concatenate the text deltas"
+		err = t.w.Complete(res)
+	}
+	return err
 }
 
 // message writes a message's parts: its text as deltas of no artifact,

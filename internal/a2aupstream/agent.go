@@ -3,6 +3,8 @@ package a2aupstream
 import (
 	"context"
 	"iter"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -87,6 +89,11 @@ func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			out(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, agentMessage(ec, "agent-canceled", AgentCancelText(body))))
 		case ArtifactMeta:
 			e.artifactMeta(ec, body, out)
+		case Big:
+			n, _ := strconv.Atoi(body)
+			if out(artifact(ec, TextArtifact, false, true, a2a.NewTextPart(strings.Repeat("x", max(n, 0))))) {
+				out(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil))
+			}
 		}
 	}
 }

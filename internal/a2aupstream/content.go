@@ -32,10 +32,14 @@ const (
 	// (a stream on the Python wire holds its headers meanwhile), then
 	// answers as Stream (a continuation of a task as Answer).
 	Late = "late"
+	// Big: one text artifact of as many bytes as the body says ("big:
+	// 5242880": 5 MiB of 'x'), in one event, then completed: an answer
+	// larger than a transport's bound on one message.
+	Big  = "big"
 	Echo = "echo" // anything else
 )
 
-var scenarios = []string{Stream, Tool, Ask, Auth, Fail, Slow, Late, Message, File, Reject, AgentCancel, ArtifactMeta}
+var scenarios = []string{Stream, Tool, Ask, Auth, Fail, Slow, Late, Message, File, Reject, AgentCancel, ArtifactMeta, Big}
 
 // Scenario splits a message text into its scenario and body: "stream:
 // hi" → (Stream, "hi"); a text with no known prefix → (Echo, text).
