@@ -154,6 +154,7 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 	}
 	creds = append(creds, grpcIdle(c.IdleTimeout())...)
 	creds = append(creds, grpcRateLimited()...)
+	creds = append(creds, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcRecvBound)))
 	creds = append(creds, grpcToken(c)...)
 	client, err := a2aclient.NewFromCard(ctx, &callable, a2aclient.WithCallInterceptors(a2aext.NewActivator(extensions...), refusedToken{c}),
 		a2aclient.WithJSONRPCTransport(rpc), a2aclient.WithRESTTransport(rest), grpcv1.WithGRPCTransport(creds...),

@@ -17,25 +17,36 @@ import (
 // text is left out (as the OpenAI bridge's TestLongAnswer). The final
 // frame held the text, was refused, and the request ended e2a.error
 // frame_too_large after every chunk of the answer was stored: an A2A
-// client saw the task fail.
+// client saw the task fail. On gRPC an answer over grpc-go's 4 MiB
+// default bound on a message is taken as on the other bindings: it was
+// RESOURCE_EXHAUSTED, read as the agent's rate limit, retried (the agent
+// ran the task again each time) and the request ended
+// upstream_rate_limited, retryable.
 func TestLongTextAnswer(t *testing.T) {
-	const size = 3 << 20
-	for _, o := range []up.Options{{Binding: up.JSONRPC}, {Binding: up.JSONRPC, NoStreaming: true}} {
-		t.Run(string(o.Binding)+map[bool]string{false: "/streamed", true: "/polled"}[o.NoStreaming], func(t *testing.T) {
-			srv := up.Start(t, o)
+	t.Parallel()
+	for _, c := range []struct {
+		o    up.Options
+		size int // over max_payload; on gRPC over grpc-go's 4 MiB too
+	}{
+		{up.Options{Binding: up.JSONRPC}, 3 << 19}, {up.Options{Binding: up.JSONRPC, NoStreaming: true}, 3 << 19},
+		{up.Options{Binding: up.GRPC}, 9 << 19}, {up.Options{Binding: up.GRPC, NoStreaming: true}, 9 << 19},
+	} {
+		t.Run(string(c.o.Binding)+map[bool]string{false: "/streamed", true: "/polled"}[c.o.NoStreaming], func(t *testing.T) {
+			t.Parallel()
+			srv := up.Start(t, c.o)
 			p := pipetest.Start(t)
 			bridgePool(t, p, "agent", srv.BaseURL())
-			a := p.Ask(t, "agent", `{"params":{"text":"big: `+strconv.Itoa(size)+`"}}`)
+			a := p.Ask(t, "agent", `{"params":{"text":"big: `+strconv.Itoa(c.size)+`"}}`)
 			f := a.Final()
 			if f == nil || f.ResponseKind != e2a.KindComplete {
 				code, retryable := a.ErrorCode()
 				t.Fatalf("final frame %s (%s, retryable %v), want e2a.complete", kindOf(f), code, retryable)
 			}
-			if text := a.Text(e2a.DeltaText); text != strings.Repeat("x", size) {
-				t.Fatalf("%d bytes of text stored, want the agent's %d", len(text), size)
+			if text := a.Text(e2a.DeltaText); text != strings.Repeat("x", c.size) {
+				t.Fatalf("%d bytes of text stored, want the agent's %d", len(text), c.size)
 			}
-			c, err := f.Complete()
-			res, _ := c.Result.(map[string]any)
+			fin, err := f.Complete()
+			res, _ := fin.Result.(map[string]any)
 			if err != nil || res["text"] != nil || res["text_omitted"] == nil || res["upstream_task_id"] == nil || res["upstream_context_id"] == nil {
 				t.Fatalf("final result %v (%v): want the upstream's ids and text_omitted, without the text", res, err)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -119,10 +120,31 @@ func grpcRateLimited() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
 }
 
+// grpcRecvBound is the largest gRPC message the bridge takes from an
+// agent: the bridge's default bound on one answer's bytes
+// (bridge.DefaultMaxAnswerBytes), not grpc-go's 4 MiB, so that an answer
+// the JSON-RPC and HTTP+JSON bindings deliver (an artifact of some MiB,
+// split into frames that fit) is delivered on gRPC too.
+const grpcRecvBound = bridge.DefaultMaxAnswerBytes
+
+// grpcSizeRefusals start grpc-go's RESOURCE_EXHAUSTED messages for a
+// message over a size bound: an agent's answer over grpcRecvBound (the
+// client's refusal), or the bridge's message over the agent's own bound
+// (the agent's). Neither is a rate limit: the same call fails the same
+// way again.
+var grpcSizeRefusals = []string{"grpc: received message larger than max",
+	"grpc: received message after decompression larger than max", "grpc: trying to send message larger than max"}
+
 // rateLimited is err as a *bridge.Error upstream_rate_limited when it is
-// the gRPC status RESOURCE_EXHAUSTED.
+// the gRPC status RESOURCE_EXHAUSTED, but for a message over a size bound
+// (grpcSizeRefusals): upstream_protocol_error, not retryable.
 func rateLimited(err error) error {
 	if s, ok := status.FromError(err); ok && err != nil && s.Code() == codes.ResourceExhausted {
+		for _, p := range grpcSizeRefusals {
+			if strings.HasPrefix(s.Message(), p) {
+				return &bridge.Error{Code: bridge.CodeProtocol, Retryable: false, Message: "a gRPC message over a size bound: " + s.Message()}
+			}
+		}
 		// Not wrapping err: a2a-go reads a wrapped status as it reads
 		// the status itself (status.FromError unwraps).
 		return &bridge.Error{Code: bridge.CodeRateLimited, Retryable: true, Message: "the agent answered RESOURCE_EXHAUSTED: " + s.Message()}
