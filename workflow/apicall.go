@@ -14,7 +14,10 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/outbound"
+	"github.com/e2a-pipeline/pipeline/internal/tracing"
 )
 
 var errUnexpectedEOF = io.ErrUnexpectedEOF
@@ -287,6 +290,9 @@ func (x *execution) attempt(ctx context.Context, pc *preparedCall) (_ any, err e
 		return nil, dataError("the request cannot be built: %v", err)
 	}
 	req.Header = pc.headers.Clone()
+	sctx, span := tracing.StartClientSpan(actx, tracerName, req)
+	req = req.WithContext(sctx)
+	setTrace(sctx, req.Header)
 	origHost, origScheme := pc.u.Host, pc.u.Scheme
 	client := &http.Client{
 		Transport: x.e.transport,
@@ -310,6 +316,7 @@ func (x *execution) attempt(ctx context.Context, pc *preparedCall) (_ any, err e
 		},
 	}
 	resp, err := client.Do(req)
+	tracing.EndClientSpan(span, resp, err, x.red.text)
 	if err != nil {
 		return nil, err
 	}
@@ -400,4 +407,31 @@ func (x *execution) apiError(err error, pc *preparedCall) *Error {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+const tracerName = "github.com/e2a-pipeline/pipeline/workflow"
+
+// setTrace sets the W3C trace context of an ApiCall on h, unless the
+// workflow set a traceparent of its own: the context of the call's span
+// when tracing is on (its parent the worker's process span), else the
+// execution request's own (agent.TraceFrom, as the client sent it), so the
+// API called joins the request's trace either way, as a bridge's upstream
+// does. Only a valid context is sent (e2a.CleanTrace).
+func setTrace(ctx context.Context, h http.Header) {
+	if h.Get("traceparent") != "" {
+		return
+	}
+	tc := tracing.Inject(ctx)
+	if tc == nil {
+		if t, ok := agent.TraceFrom(ctx); ok {
+			tc = e2a.CleanTrace(&t)
+		}
+	}
+	if tc == nil {
+		return
+	}
+	h.Set("traceparent", tc.Traceparent)
+	if tc.Tracestate != "" {
+		h.Set("tracestate", tc.Tracestate)
+	}
 }

@@ -57,7 +57,11 @@
 //     outputPath. Host, Content-Length, Transfer-Encoding and other framing
 //     headers cannot be set; a value (or prefix) with a line break or
 //     another control character but the tab is a validation error, a
-//     reference resolving to one the operation's DataError.
+//     reference resolving to one the operation's DataError. Each attempt
+//     sends the request's W3C trace context (traceparent, tracestate),
+//     unless the workflow sets a traceparent header: with tracing on that
+//     of the attempt's client span (under the worker's process span), else
+//     the request's own (agent.TraceFrom).
 //   - FilterData {inputPath, conditions[{field, operator, value}],
 //     outputPath}: conditions are ANDed; operators == != > < >= <= in
 //     contains startsWith endsWith (see evalOperator in ops.go): equality is

@@ -33,6 +33,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
 const (
@@ -558,5 +559,73 @@ func TestTraceBridgeCallErrorWithoutURLSecrets(t *testing.T) {
 	}
 	if call.Status.Description != "" && (strings.Contains(call.Status.Description, key) || strings.Contains(call.Status.Description, pathTok)) {
 		t.Errorf("span status %q holds a secret of the upstream's URL", call.Status.Description)
+	}
+}
+
+// A workflow's ApiCall is a client span under the workflow pool's process
+// span, in the client's trace, and the API called gets its traceparent
+// (with the client's tracestate), as a bridge's upstream does: the calls
+// went out without trace context, so a workflow's trace ended at its
+// process span.
+func TestTraceWorkflowApiCall(t *testing.T) {
+	exp, p := memTracing(t)
+	got := make(chan http.Header, 4)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"users":[1,2]}`)
+	}))
+	t.Cleanup(api.Close)
+	pol := &workflow.Policy{}
+	if err := pol.AllowHosts("127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	exec := workflow.New(workflow.Options{Policy: pol})
+	_, nc := natstest.RunServer(t)
+	reg := prometheus.NewRegistry()
+	srv := pipetest.ServeFrontWrapped(t, nc, func(h http.Handler) http.Handler { return tracing.Handler(h) },
+		[]egress.Option{egress.WithRegisterer(reg)}, ingress.WithRegisterer(reg), ingress.WithWorkflow(exec))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = agent.Run(ctx, nc, workflow.Pool, exec, agent.WithMetrics(reg)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	name, _ := streams.AgentConsumerName(workflow.Pool)
+	js := natstest.JetStream(t, nc)
+	testkit.Eventually(t, 30*time.Second, "the workflow pool's consumer", func() bool {
+		_, err := js.Consumer(context.Background(), streams.RequestsStream, name)
+		return err == nil
+	})
+	wf := `{"type":"operationUpdate","operationId":"fetch","operation":{"ApiCall":{"method":"GET","url":"` + api.URL + `/users","outputPath":"/workflow/users"}}}` + "\n" +
+		`{"type":"beginExecution","executionId":"wf-trace","operationOrder":["fetch"]}`
+	body, _ := json.Marshal(map[string]string{"workflow": wf})
+	resp, b := testkit.Do(t, http.MethodPost, srv.URL+"/api/v1/workflows/execute", string(body),
+		"Content-Type", "application/json", "traceparent", revParent, "tracestate", "congo=t61rcWkgMzE")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("execute: %d %s", resp.StatusCode, b)
+	}
+	h := testkit.Receive(t, got, 10*time.Second, "the API was not called")
+	parts := strings.Split(h.Get("traceparent"), "-")
+	if len(parts) != 4 || parts[1] != revTraceID || parts[2] == revClientSpan || h.Get("tracestate") != "congo=t61rcWkgMzE" {
+		t.Fatalf("the API got traceparent %q, tracestate %q; want the client's trace %s under the call's span, its tracestate",
+			h.Get("traceparent"), h.Get("tracestate"), revTraceID)
+	}
+	var ss tracetest.SpanStubs
+	testkit.Eventually(t, 10*time.Second, "the process span exported", func() bool {
+		_ = p.ForceFlush(context.Background())
+		ss = exp.GetSpans()
+		for _, s := range ss {
+			if s.Name == "process "+workflow.Pool {
+				return true
+			}
+		}
+		return false
+	})
+	id, _ := trace.SpanIDFromHex(parts[2])
+	call := spanByID(ss, id)
+	if call == nil || call.Name != "GET" || call.SpanKind != trace.SpanKindClient || !hasIntAttr(call.Attributes, "http.response.status_code", 200) {
+		t.Fatalf("the API's parent span is %v; want the ApiCall's client span GET with status 200 (spans %v)", call, spanNames(ss))
+	}
+	if parent := spanByID(ss, call.Parent.SpanID()); parent == nil || parent.Name != "process "+workflow.Pool {
+		t.Fatalf("the ApiCall's span is not under process %s: parent %v", workflow.Pool, parent)
 	}
 }
