@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
@@ -37,8 +38,9 @@ const grpcMinClientPing = 5 * time.Second
 // anything: the credentials of the call's metadata (x-api-key,
 // authorization) are checked and the principal's rate limit charged;
 // refusals are gRPC statuses (Unauthenticated, PermissionDenied,
-// ResourceExhausted, Unavailable). The interceptors of opts run before
-// the gate. Server reflection is on, without credentials (the schema is
+// ResourceExhausted, Unavailable). With tracing on each call is a server
+// span (tracing.GRPCServerOptions), child of its traceparent metadata.
+// The interceptors of opts run before the gate. Server reflection is on, without credentials (the schema is
 // public, as the agent card is). Serve it on a listener of its own (the
 // card lists it when WithA2AGRPCAddress is set).
 //
@@ -53,10 +55,10 @@ const grpcMinClientPing = 5 * time.Second
 // minimum). No maximum connection age: it would end long streams.
 // opts come after these and may override them.
 func (s *Server) A2AGRPC(opts ...grpc.ServerOption) *grpc.Server {
-	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.opts.maxBody)),
+	gs := grpc.NewServer(append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.opts.maxBody)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: s.egress.Heartbeat()}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinClientPing, PermitWithoutStream: true}),
-	}, opts...)...)
+	}, tracing.GRPCServerOptions()...), opts...)...)
 	for _, p := range s.opts.protocols.All() {
 		if b, ok := s.bound[p.Name]; ok && b.GRPC != nil && slices.Contains(p.Paths, "grpc") {
 			b.GRPC(gs) // the gRPC services of the registry's binding servers

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -19,6 +20,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -173,6 +177,13 @@ func spanByID(ss tracetest.SpanStubs, id trace.SpanID) *tracetest.SpanStub {
 // door's HTTP server span, child of the client's span.
 func (r *revRig) checkChain(t *testing.T, s revSeen) {
 	t.Helper()
+	checkChain(t, r.p, r.exp, s, "HTTP POST ")
+}
+
+// checkChain is revRig.checkChain on p's exporter exp, the door's server
+// span named server and what follows.
+func checkChain(t *testing.T, p *tracing.Provider, exp *tracetest.InMemoryExporter, s revSeen, server string) {
+	t.Helper()
 	if !strings.Contains(s.trace.Traceparent, revTraceID) {
 		t.Fatalf("agent.TraceFrom = %q, want the client's trace %s", s.trace.Traceparent, revTraceID)
 	}
@@ -182,7 +193,10 @@ func (r *revRig) checkChain(t *testing.T, s revSeen) {
 	// The handler's span ends after it returns: wait for it.
 	var ss tracetest.SpanStubs
 	testkit.Eventually(t, 10*time.Second, "the handling span exported", func() bool {
-		ss = r.spans(t)
+		if err := p.ForceFlush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ss = exp.GetSpans()
 		return spanByID(ss, s.span.SpanID()) != nil
 	})
 	handle := spanByID(ss, s.span.SpanID())
@@ -194,12 +208,12 @@ func (r *revRig) checkChain(t *testing.T, s revSeen) {
 		t.Fatalf("parent of %q is %v, want publish e2a.req", handle.Name, pub)
 	}
 	srv := spanByID(ss, pub.Parent.SpanID())
-	if srv == nil || srv.SpanKind != trace.SpanKindServer || !strings.HasPrefix(srv.Name, "HTTP POST ") {
+	if srv == nil || srv.SpanKind != trace.SpanKindServer || !strings.HasPrefix(srv.Name, server) {
 		var name string
 		if srv != nil {
 			name = srv.Name
 		}
-		t.Fatalf("parent of publish e2a.req is %q (%s), want the door's HTTP server span", name, pub.Parent.SpanID())
+		t.Fatalf("parent of publish e2a.req is %q (%s), want the door's server span %s…", name, pub.Parent.SpanID(), server)
 	}
 	if srv.Parent.SpanID().String() != revClientSpan || srv.Parent.TraceID().String() != revTraceID {
 		t.Fatalf("server span %q parent %s/%s, want the client's %s/%s", srv.Name, srv.Parent.TraceID(), srv.Parent.SpanID(), revTraceID, revClientSpan)
@@ -627,5 +641,43 @@ func TestTraceWorkflowApiCall(t *testing.T) {
 	}
 	if parent := spanByID(ss, call.Parent.SpanID()); parent == nil || parent.Name != "process "+workflow.Pool {
 		t.Fatalf("the ApiCall's span is not under process %s: parent %v", workflow.Pool, parent)
+	}
+}
+
+// A2A v1.0 over gRPC, the traceparent and tracestate in the call's
+// metadata: the call is a server span (a2a.v1 method, rpc.* attributes)
+// child of the client's span, and the chain goes on as on the HTTP doors
+// (publish, process). The call had no span: its publish was the client's
+// span's child, the call's time and status in no span.
+func TestTraceA2AV1GRPC(t *testing.T) {
+	exp, p := memTracing(t)
+	pl := pipetest.Start(t, pipetest.WithGRPC(), pipetest.WithIngress(ingress.WithDefaultPool("traced")))
+	seen := make(chan revSeen, 1)
+	pl.Pool("traced", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		tc, _ := agent.TraceFrom(ctx)
+		seen <- revSeen{id: env.RequestID, trace: tc, span: trace.SpanContextFromContext(ctx)}
+		return w.Complete(map[string]any{"content": "a"})
+	}))
+	cc, err := grpc.NewClient(pl.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", revParent, "tracestate", "congo=t61rcWkgMzE")
+	if _, err := a2apb.NewA2AServiceClient(cc).SendMessage(ctx, &a2apb.SendMessageRequest{Message: &a2apb.Message{MessageId: "m-grpc",
+		Role: a2apb.Role_ROLE_USER, Parts: []*a2apb.Part{{Content: &a2apb.Part_Text{Text: "hi"}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	s := testkit.Receive(t, seen, 30*time.Second, "the handler never ran")
+	if s.trace.Tracestate != "congo=t61rcWkgMzE" {
+		t.Errorf("agent.TraceFrom tracestate %q, want the call's", s.trace.Tracestate)
+	}
+	checkChain(t, p, exp, s, "lf.a2a.v1.A2AService/SendMessage")
+	for _, sp := range exp.GetSpans() {
+		if sp.SpanKind == trace.SpanKindServer && !hasIntAttr(sp.Attributes, "rpc.grpc.status_code", 0) {
+			t.Errorf("server span %q: attributes %v, want rpc.grpc.status_code 0", sp.Name, sp.Attributes)
+		}
 	}
 }
