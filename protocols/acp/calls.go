@@ -468,6 +468,9 @@ func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *
 		return
 	}
 	liftE2AParams(env)
+	if env.Trace == nil {
+		env.Trace = metaTrace(env.Params)
+	}
 	if e := d.checkPromptMedia(in.Ctx, res.Pool, env); e != nil {
 		rep.Error(e)
 		return
@@ -622,6 +625,22 @@ func liftE2AParams(env *e2a.Envelope) {
 			env.Params[k] = v
 		}
 	}
+}
+
+// metaTrace is the W3C trace context of a prompt's params._meta: its
+// traceparent and tracestate, the root keys ACP reserves for it (its
+// extensibility section), the only carrier a client over stdio has; nil
+// when there is none or its traceparent is invalid, its tracestate
+// dropped outside the W3C limits (e2a.CleanTrace, as every door checks a
+// traceparent header, which wins over it).
+func metaTrace(params map[string]any) *e2a.TraceContext {
+	meta, _ := params["_meta"].(map[string]any)
+	tp, _ := meta["traceparent"].(string)
+	if tp == "" {
+		return nil
+	}
+	ts, _ := meta["tracestate"].(string)
+	return e2a.CleanTrace(&e2a.TraceContext{Traceparent: tp, Tracestate: ts})
 }
 
 // cancel cancels the session's prompts not ended: the running one and any

@@ -27,7 +27,10 @@
 //     the prompt has no such keys), and the keys of params._meta.e2a_params
 //     are lifted into params (never overwriting): ACP's PromptRequest has
 //     no room for pipeline parameters, and normalizer.EnvelopeToACPPeerCall
-//     moves them to the same place. Tool calls: an e2a function_call
+//     moves them to the same place. params._meta.traceparent and
+//     tracestate (the root keys ACP reserves for W3C trace context) are
+//     the request's trace context when the call had no traceparent
+//     header (metaTrace, checked by e2a.CleanTrace). Tool calls: an e2a function_call
 //     starts a tool_call (in_progress), its function_response ends it
 //     completed, or failed when the response carries an error ("error",
 //     or an MCP result's isError); a call the turn ends without a result
