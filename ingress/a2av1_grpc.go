@@ -53,16 +53,27 @@ const grpcMinClientPing = 5 * time.Second
 // refuses more than one ping per 5 minutes with GOAWAY too_many_pings,
 // which ended a held stream of a client pinging every 10 s, grpc-go's
 // minimum). No maximum connection age: it would end long streams.
-// opts come after these and may override them.
+// The binding servers' own server options follow (A2A v1.0's codec,
+// which answers a stream's undecodable request INVALID_ARGUMENT:
+// host.Bindings.GRPCServerOptions); opts come after these and may
+// override them.
 func (s *Server) A2AGRPC(opts ...grpc.ServerOption) *grpc.Server {
-	gs := grpc.NewServer(append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.opts.maxBody)),
+	base := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.opts.maxBody)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: s.egress.Heartbeat()}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinClientPing, PermitWithoutStream: true}),
-	}, tracing.GRPCServerOptions()...), opts...)...)
+	}, tracing.GRPCServerOptions()...)
+	var register []func(grpc.ServiceRegistrar)
 	for _, p := range s.opts.protocols.All() {
 		if b, ok := s.bound[p.Name]; ok && b.GRPC != nil && slices.Contains(p.Paths, "grpc") {
-			b.GRPC(gs) // the gRPC services of the registry's binding servers
+			// The gRPC services of the registry's binding servers, and what
+			// they need of the server (A2A v1.0's codec).
+			base = append(base, b.GRPCServerOptions...)
+			register = append(register, b.GRPC)
 		}
+	}
+	gs := grpc.NewServer(append(base, opts...)...)
+	for _, r := range register {
+		r(gs)
 	}
 	// Server reflection: grpcurl and other tools list and call the service
 	// without its proto files.

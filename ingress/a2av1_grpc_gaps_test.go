@@ -2,16 +2,21 @@ package ingress_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
@@ -138,5 +143,52 @@ func TestGRPCBackpressureIsUnavailable(t *testing.T) {
 	if st.Code() != codes.Unavailable || retryDelay(st) <= 0 {
 		t.Errorf("SendMessage JetStream did not take: %v %q, RetryInfo %v; want UNAVAILABLE with a RetryInfo "+
 			"(a temporary failure; the other doors answer 503 with Retry-After)", st.Code(), st.Message(), retryDelay(st))
+	}
+}
+
+// TestGRPCStreamUndecodable: on the pipeline's gRPC server (A2AGRPC), a
+// streaming method's request message that is not its protobuf (here a
+// tenant, field 1, of invalid UTF-8) is INVALID_ARGUMENT with the
+// ErrorInfo of a parse error, as SendMessage answers it (A2A v1.0 §3.3.2:
+// a validation error). It was gRPC's own INTERNAL ("failed to unmarshal
+// the received message"), a server's failure to clients and retry
+// policies: the server lacked the binding's codec.
+func TestGRPCStreamUndecodable(t *testing.T) {
+	_, addr := startGRPCPipeline(t, ingress.WithAuth(aliceAndBob(t)))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-api-key", testKey), 30*time.Second)
+	defer cancel()
+	bad := wrapperspb.Bytes([]byte{0xff})
+	answer := func(st *status.Status) string {
+		for _, d := range st.Details() {
+			if i, ok := d.(*errdetails.ErrorInfo); ok && i.GetDomain() == a2a.ProtocolDomain {
+				return st.Code().String() + " " + i.GetReason()
+			}
+		}
+		return st.Code().String() + " without an A2A ErrorInfo"
+	}
+	if got := answer(status.Convert(conn.Invoke(ctx, a2apb.A2AService_SendMessage_FullMethodName, bad, &a2apb.SendMessageResponse{}))); got != "InvalidArgument PARSE_ERROR" {
+		t.Fatalf("SendMessage of an undecodable request: %s; want InvalidArgument PARSE_ERROR", got)
+	}
+	for _, m := range []string{a2apb.A2AService_SendStreamingMessage_FullMethodName, a2apb.A2AService_SubscribeToTask_FullMethodName} {
+		s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, m)
+		if err == nil {
+			err = s.SendMsg(bad)
+		}
+		if err == nil {
+			err = s.CloseSend()
+		}
+		for err == nil {
+			err = s.RecvMsg(&a2apb.StreamResponse{})
+		}
+		if errors.Is(err, io.EOF) {
+			t.Errorf("%s of an undecodable request: a stream; want InvalidArgument PARSE_ERROR", m)
+		} else if got := answer(status.Convert(err)); got != "InvalidArgument PARSE_ERROR" {
+			t.Errorf("%s of an undecodable request: %s (%v); want InvalidArgument PARSE_ERROR, as SendMessage answers it", m, got, err)
+		}
 	}
 }

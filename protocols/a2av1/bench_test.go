@@ -1,12 +1,19 @@
 package a2av1
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"google.golang.org/grpc/metadata"
+
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/render"
@@ -77,6 +84,43 @@ func BenchmarkV1Request(b *testing.B) {
 			env := &e2a.Envelope{RequestID: fs[0].RequestID, Params: map[string]any{"text": "question"}}
 			if _, err := v1BuildTask("task-1", "ctx-1", []a2amap.Request{{Envelope: env, Frames: fs}}); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkGRPCCall: what a well-formed call of the gRPC binding costs,
+// client and server, over an in-memory connection (grpcConn): "GetTask",
+// a unary call; "SendStreamingMessage", a stream of one answer frame
+// (servingHost), read to its end.
+func BenchmarkGRPCCall(b *testing.B) {
+	fh := servingHost()
+	fh.AddTask(key, task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z"))
+	client := a2apb.NewA2AServiceClient(grpcConn(b, fh))
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", key)
+	b.Run("GetTask", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := client.GetTask(ctx, &a2apb.GetTaskRequest{Id: "a"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	req := &a2apb.SendMessageRequest{Message: &a2apb.Message{MessageId: "m-1", Role: a2apb.Role_ROLE_USER,
+		Parts: []*a2apb.Part{{Content: &a2apb.Part_Text{Text: "What is the weather today?"}}}}}
+	b.Run("SendStreamingMessage", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s, err := client.SendStreamingMessage(ctx, req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				if _, err := s.Recv(); errors.Is(err, io.EOF) {
+					break
+				} else if err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
 	})

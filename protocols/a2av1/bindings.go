@@ -63,8 +63,9 @@ func Bindings(h Host) host.Bindings {
 			a2asrv.NewJSONRPCHandler(hd, opts...)),
 		// message:stream is streamed by egress too (streamREST).
 		// Its error answers get §5.4's HTTP statuses (specREST).
-		REST: b.admit(restRefuse, false, specREST(http.StripPrefix(Path, a2asrv.NewRESTHandler(hd, opts...)))),
-		GRPC: func(s grpc.ServiceRegistrar) { registerGRPC(s, hd, b.admitGRPC) },
+		REST:              b.admit(restRefuse, false, specREST(http.StripPrefix(Path, a2asrv.NewRESTHandler(hd, opts...)))),
+		GRPC:              func(s grpc.ServiceRegistrar) { registerGRPC(s, hd, b.admitGRPC) },
+		GRPCServerOptions: grpcServerOptions(),
 	}
 }
 

@@ -15,13 +15,24 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
+
+// grpcServerOptions are what the binding's service needs of the gRPC
+// server it is registered on: its codec (serverCodec), so that a stream's
+// request that does not decode is answered by the service.
+func grpcServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(serverCodec{encoding.GetCodecV2(grpcproto.Name)})}
+}
 
 // registerGRPC registers the SDK's gRPC service (a2agrpc) over hd on s,
 // each of its methods admitted by admit before the SDK decodes anything
@@ -73,7 +84,7 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 			if err != nil {
 				return err
 			}
-			err = next(srv, ctxStream{ServerStream: ss, ctx: ctx})
+			err = next(srv, &ctxStream{ServerStream: ss, ctx: ctx})
 			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && *c.tooMany {
 				// Refused for want of a stream slot: as every door answers
 				// it (the SDK's transport says internal error).
@@ -111,15 +122,65 @@ func unavailableStatus(err error) error {
 }
 
 // ctxStream is a server stream with the call's context, whose request is
-// checked as it is received (checkedDecoder).
+// checked as it is received (checkedDecoder); req is where it is received
+// (recv).
 type ctxStream struct {
 	grpc.ServerStream
 	ctx context.Context
+	req streamRequest
 }
 
-func (c ctxStream) Context() context.Context { return c.ctx }
+func (c *ctxStream) Context() context.Context { return c.ctx }
 
-func (c ctxStream) RecvMsg(m any) error { return checkedDecoder(c.ctx, c.ServerStream.RecvMsg)(m) }
+func (c *ctxStream) RecvMsg(m any) error { return checkedDecoder(c.ctx, c.recv)(m) }
+
+// recv is the stream's RecvMsg of m, a request message, received as a
+// streamRequest: on a server with the binding's codec (serverCodec), a
+// message that does not decode is answered as a unary call's is
+// (parseError, in the words gRPC gives a unary call's), where gRPC's
+// RecvMsg would fail and write its own INTERNAL status before the
+// handler saw the error. Elsewhere the request decodes as it would
+// without the wrapper.
+func (c *ctxStream) recv(m any) error {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return c.ServerStream.RecvMsg(m)
+	}
+	c.req = streamRequest{Message: pm}
+	if err := c.ServerStream.RecvMsg(&c.req); err != nil {
+		return err
+	}
+	if c.req.err != nil {
+		return parseError("grpc: error unmarshalling request: " + c.req.err.Error())
+	}
+	return nil
+}
+
+// streamRequest is a stream's request message, which serverCodec decodes,
+// its error recorded in err rather than returned to gRPC. It is the
+// message to any other codec (its ProtoReflect is the message's).
+type streamRequest struct {
+	proto.Message
+	err error
+}
+
+// serverCodec is gRPC's proto codec, but for a streamRequest, whose
+// decoding error it records in the request and does not return: gRPC's
+// stream would answer it INTERNAL itself (grpc-go's serverStream.RecvMsg
+// writes the status of a decoding error), a server's failure to clients
+// and retry policies, before the handler could answer INVALID_ARGUMENT.
+// It is the codec of the gRPC server the binding is registered on
+// (host.Bindings.GRPCServerOptions: grpc.ForceServerCodecV2); what
+// decodes costs what it does with gRPC's codec.
+type serverCodec struct{ encoding.CodecV2 }
+
+func (c serverCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*streamRequest); ok {
+		r.err = c.CodecV2.Unmarshal(data, r.Message)
+		return nil
+	}
+	return c.CodecV2.Unmarshal(data, v)
+}
 
 // checkedDecoder is dec, the SDK's decoding of a call's proto request,
 // which then records in the call of ctx (call.invalid) what checkProto
@@ -157,17 +218,23 @@ func checkedDecoder(ctx context.Context, dec func(any) error) func(any) error {
 
 // undecodable is err, the error of decoding a call's request, but a
 // request that is not the method's protobuf (gRPC's "error unmarshalling
-// request", "failed to unmarshal the received message", which it answers
-// INTERNAL: a server's failure, that clients report or retry) is
-// INVALID_ARGUMENT with the SDK's ErrorInfo of a parse error, as the
-// HTTP+JSON binding answers a body it cannot read (A2A v1.0 §3.3.2: a
-// client's malformed message is a validation error).
+// request", which it answers INTERNAL: a server's failure, that clients
+// report or retry) is INVALID_ARGUMENT with the SDK's ErrorInfo of a
+// parse error (parseError), as the HTTP+JSON binding answers a body it
+// cannot read (A2A v1.0 §3.3.2: a client's malformed message is a
+// validation error). A stream's is answered so by recv.
 func undecodable(err error) error {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.Internal || !strings.Contains(st.Message(), "unmarshal") {
 		return err
 	}
-	return refusalStatus(codes.InvalidArgument, st.Message(), 0, &errdetails.ErrorInfo{
+	return parseError(st.Message())
+}
+
+// parseError is the status of a request message that does not decode:
+// INVALID_ARGUMENT, msg, with the SDK's ErrorInfo of a parse error.
+func parseError(msg string) error {
+	return refusalStatus(codes.InvalidArgument, msg, 0, &errdetails.ErrorInfo{
 		Reason: a2a.ErrorReason(a2a.ErrParseError), Domain: a2a.ProtocolDomain,
 		Metadata: map[string]string{"timestamp": now().UTC().Format(time.RFC3339)}})
 }

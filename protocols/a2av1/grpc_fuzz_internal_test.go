@@ -3,7 +3,10 @@ package a2av1
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,9 +56,8 @@ const fuzzGRPCStreams = 9
 // the method's protobuf is the client's mistake (A2A v1.0 §3.3.2:
 // validation errors are INVALID_ARGUMENT), not a server's failure that
 // a client may report or retry, with the SDK's ErrorInfo of a parse
-// error. Not yet for the streaming methods: gRPC writes INTERNAL itself
-// when a stream's request does not decode, before the handler sees the
-// error (grpc-go's serverStream.RecvMsg), so that answer is let pass.
+// error; on the streaming methods too, where gRPC itself would write
+// INTERNAL (serverCodec).
 func FuzzGRPCMessages(f *testing.F) {
 	fh := newFakeHost()
 	fh.AddTask(key, task("a", "c1", "a2a", "2026-11-25T10:00:00Z"))
@@ -94,8 +96,7 @@ func FuzzGRPCMessages(f *testing.F) {
 		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-api-key", key), 10*time.Second)
 		defer cancel()
 		var err error
-		streaming := int(method)%len(fuzzGRPCMethods) >= fuzzGRPCStreams
-		if !streaming {
+		if int(method)%len(fuzzGRPCMethods) < fuzzGRPCStreams {
 			var out []byte
 			err = conn.Invoke(ctx, m, &body, &out, grpc.ForceCodec(rawCodec{}))
 		} else {
@@ -103,12 +104,7 @@ func FuzzGRPCMessages(f *testing.F) {
 		}
 		st, _ := status.FromError(err)
 		switch st.Code() {
-		case codes.Internal:
-			if streaming && strings.HasPrefix(st.Message(), streamUndecodable) {
-				return // gRPC's own answer, before the handler is told (see the doc)
-			}
-			t.Fatalf("%s with %x: %v", m, body, err)
-		case codes.Unknown, codes.DataLoss, codes.DeadlineExceeded:
+		case codes.Internal, codes.Unknown, codes.DataLoss, codes.DeadlineExceeded:
 			t.Fatalf("%s with %x: %v", m, body, err)
 		case codes.InvalidArgument:
 			if strings.Contains(st.Message(), "unmarshal") && !parseErrorInfo(st) {
@@ -117,10 +113,6 @@ func FuzzGRPCMessages(f *testing.F) {
 		}
 	})
 }
-
-// streamUndecodable starts gRPC's own INTERNAL status of a stream whose
-// request message does not decode.
-const streamUndecodable = "grpc: failed to unmarshal the received message"
 
 // parseErrorInfo reports whether st carries the A2A ErrorInfo of a parse
 // error.
@@ -154,4 +146,55 @@ func streamCall(ctx context.Context, conn *grpc.ClientConn, method string, body 
 			return err
 		}
 	}
+}
+
+// TestGRPCStreamUndecodable: a streaming method's request message that is
+// not its protobuf (truncated, a string field of invalid UTF-8) is
+// INVALID_ARGUMENT with the ErrorInfo of a parse error, as the unary
+// method of the same request answers it (A2A v1.0 §3.3.2: a client's
+// malformed message is a validation error). It was gRPC's own INTERNAL
+// ("grpc: failed to unmarshal the received message"), written before the
+// handler saw the error: a server's failure to clients and retry
+// policies.
+func TestGRPCStreamUndecodable(t *testing.T) {
+	fh := newFakeHost()
+	fh.AddTask(key, task("a", "c1", "a2a", "2026-11-25T10:00:00Z"))
+	conn := grpcConn(t, fh)
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-api-key", key), 20*time.Second)
+	defer cancel()
+	for _, tc := range []struct{ stream, unary string }{
+		{a2apb.A2AService_SendStreamingMessage_FullMethodName, a2apb.A2AService_SendMessage_FullMethodName},
+		{a2apb.A2AService_SubscribeToTask_FullMethodName, a2apb.A2AService_GetTask_FullMethodName},
+	} {
+		for _, body := range [][]byte{{0x12}, {0x12, 0x05, 'a'}, {0x0a, 0x01, 0xff}, {0xff}} {
+			var out []byte
+			want := status.Convert(conn.Invoke(ctx, tc.unary, &body, &out, grpc.ForceCodec(rawCodec{})))
+			if want.Code() != codes.InvalidArgument || !parseErrorInfo(want) {
+				t.Fatalf("%s with %x: %v; want INVALID_ARGUMENT with a parse error's ErrorInfo", tc.unary, body, want.Err())
+			}
+			got := status.Convert(streamCall(ctx, conn, tc.stream, body))
+			if got.Code() != want.Code() || got.Message() != want.Message() || statusShape(got) != statusShape(want) {
+				t.Errorf("%s with %x: %v %q %s; want %v %q %s, as %s answers it", tc.stream, body, got.Code(), got.Message(),
+					statusShape(got), want.Code(), want.Message(), statusShape(want), tc.unary)
+			}
+		}
+	}
+	if p, s := fh.Published(), fh.Served(); len(p) != 0 || len(s) != 0 {
+		t.Errorf("%d requests published, %d served; want none", len(p), len(s))
+	}
+}
+
+// statusShape is what a client reads of st's details: each detail's type,
+// and an ErrorInfo's reason, domain and metadata keys.
+func statusShape(st *status.Status) string {
+	var b strings.Builder
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok {
+			fmt.Fprintf(&b, "%T;", d)
+			continue
+		}
+		fmt.Fprintf(&b, "ErrorInfo %s %s %v;", info.GetReason(), info.GetDomain(), slices.Sorted(maps.Keys(info.GetMetadata())))
+	}
+	return b.String()
 }

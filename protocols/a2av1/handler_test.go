@@ -273,8 +273,9 @@ func grpcClient(t *testing.T, fh fakeHost) a2apb.A2AServiceClient {
 // until the test (or fuzz target) ends.
 func grpcConn(t testing.TB, fh fakeHost) *grpc.ClientConn {
 	t.Helper()
-	gs := grpc.NewServer()
-	Bindings(fh).GRPC(gs)
+	b := Bindings(fh)
+	gs := grpc.NewServer(b.GRPCServerOptions...)
+	b.GRPC(gs)
 	ln := bufconn.Listen(1 << 20)
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)

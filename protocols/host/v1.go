@@ -92,8 +92,11 @@ type HeaderGate interface {
 // request handler ([BindingServer]; A2A v1.0's), each call admitted by the host's gate before the SDK
 // reads anything of it. The host serves JSONRPC (POST) and REST (the
 // HTTP+JSON binding: every path under it) at the protocol's path, and
-// registers GRPC's service on its gRPC server.
+// registers GRPC's service on its gRPC server, built with
+// GRPCServerOptions (what the service needs of the server: A2A v1.0's
+// codec).
 type Bindings struct {
-	JSONRPC, REST http.Handler
-	GRPC          func(grpc.ServiceRegistrar)
+	JSONRPC, REST     http.Handler
+	GRPC              func(grpc.ServiceRegistrar)
+	GRPCServerOptions []grpc.ServerOption
 }
