@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -177,6 +178,22 @@ func WithIdleTimeout(d time.Duration) ClientOption {
 	return option.Check(ErrInvalidOption, d > 0, func(c *Client) { c.idle = d }, "idle timeout %v must be > 0", d)
 }
 
+// WithMaxBodyBytes bounds the bytes read of one answer's body that is not
+// an event stream (Content-Type not text/event-stream) on the clients HTTP
+// and HTTPRefusing give an SDK (≥ MinAnswerBytes, default
+// DefaultMaxAnswerBytes, the bridge's own answer bound): an SDK reads such
+// an answer whole before the bridge sees any of it (a2a-go's JSON-RPC
+// SendMessage and GetTask, HTTP+JSON), so WithMaxAnswerBytes, which
+// counts the frames written, came too late for an upstream answering a
+// huge or endless JSON document. The read past the bound fails with an
+// *Error upstream_protocol_error, not retryable, wrapping
+// ErrAnswerTooLarge, and the call is ended (its connection closed). An
+// event stream is the SDK's to bound per event.
+func WithMaxBodyBytes(n int64) ClientOption {
+	return option.Check(ErrInvalidOption, n >= MinAnswerBytes, func(c *Client) { c.maxBody = n },
+		"max body bytes %d must be ≥ %d", n, MinAnswerBytes)
+}
+
 // WithCredentials sets what the client sends the upstream to authenticate.
 // Header names and values must be valid (a value with a line feed or
 // another control character, as an API key read from a file with its
@@ -332,6 +349,7 @@ type Client struct {
 	tokens  *tokenCache // WithTokenSource
 	token   *tokenBox   // the access token sent last, for Scrub
 	query   []string    // the base URL's query values and path tokens, for Scrub (urlSecrets)
+	maxBody int64       // WithMaxBodyBytes
 }
 
 // NewClient returns the client of the upstream at base (an absolute http or
@@ -341,7 +359,8 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{base: u, connect: 5 * time.Second, idle: 60 * time.Second, token: new(tokenBox), query: urlSecrets(u)}
+	c := &Client{base: u, connect: 5 * time.Second, idle: 60 * time.Second, token: new(tokenBox), query: urlSecrets(u),
+		maxBody: DefaultMaxAnswerBytes}
 	if err := option.Apply(ErrInvalidOption, c, opts); err != nil {
 		return nil, err
 	}
@@ -607,11 +626,61 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.c.rt.RoundTrip(r)
 	endCallSpan(span, resp, err, t.c.Scrub)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+	if err != nil {
+		return resp, err
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
 		t.c.Refused(r.Header)
 	}
-	return resp, err
+	if resp.Body != nil && !eventStream(resp) {
+		resp.Body = &boundedBody{rc: resp.Body, max: t.c.maxBody}
+	}
+	return resp, nil
 }
+
+// eventStream reports an answer that is an event stream (text/event-stream).
+func eventStream(resp *http.Response) bool {
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
+}
+
+// boundedBody is an answer's body (WithMaxBodyBytes) that fails once more
+// than max bytes were read: the read past the bound returns the *Error
+// (and every later one), and closes the body, which ends the call (an
+// HTTP/1.1 connection closed, an HTTP/2 stream reset) rather than leave
+// the upstream writing into it. It reads no more than one byte past max
+// from the transport.
+type boundedBody struct {
+	rc   io.ReadCloser
+	max  int64
+	n    int64
+	over *Error
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.over != nil {
+		return 0, b.over
+	}
+	if left := b.max - b.n + 1; int64(len(p)) > left {
+		p = p[:left]
+	}
+	n, err := b.rc.Read(p)
+	if b.n += int64(n); b.n > b.max {
+		b.over = &Error{Code: CodeProtocol, Err: ErrAnswerTooLarge, Message: fmt.Sprintf(
+			"upstream answer is larger than %d bytes, the most the bridge reads of an answer that is no event stream", b.max)}
+		_ = b.rc.Close()
+		return 0, b.over
+	}
+	return n, err
+}
+
+// Close closes the body (again, when it passed the bound: net/http's
+// bodies take a second Close).
+func (b *boundedBody) Close() error { return b.rc.Close() }
 
 // SetHeaders sets the credentials and the W3C trace context on h: the
 // context of ctx's span when tracing is on, else the request's own

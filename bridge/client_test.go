@@ -258,6 +258,7 @@ func TestClientOptions(t *testing.T) {
 		"key header token":   WithCredentials(Credentials{APIKey: "k", KeyHeader: "X-Key;v=1"}),
 		"key header twice":   WithCredentials(Credentials{APIKey: "k", KeyHeader: "X-Key", Headers: map[string]string{"x-key": "v"}}),
 		"nil TLS":            WithTLSConfig(nil),
+		"body bound < min":   WithMaxBodyBytes(MinAnswerBytes - 1),
 	} {
 		if _, err := NewClient("http://127.0.0.1:1", o); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("%s: %v", name, err)

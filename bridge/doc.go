@@ -37,8 +37,15 @@
 // status's code at the idle timeout), an answer cut short by the transport
 // (a reset, an HTTP/2 stream reset or GOAWAY) read as upstream_unavailable,
 // no redirects, the upstream's credentials
-// ([Credentials]: never logged, never published, never stored), and W3C
-// trace context (traceparent) propagated to the upstream.
+// ([Credentials]: never logged, never published, never stored), W3C
+// trace context (traceparent) propagated to the upstream, and, on the
+// clients it gives an SDK (Client.HTTP, Client.HTTPRefusing), a bound on
+// the bytes read of an answer's body that is not an event stream
+// ([WithMaxBodyBytes], default the answer bound [DefaultMaxAnswerBytes]):
+// an SDK reads such an answer (a2a-go's JSON-RPC SendMessage and GetTask)
+// whole before any frame is written and counted by [WithMaxAnswerBytes],
+// so a huge or endless one ends at the bound, its connection closed,
+// upstream_protocol_error, not retryable ([ErrAnswerTooLarge]).
 //
 // [Conversations] keeps, per pool and conversation (A2A context, ACP
 // session, E2A session_id, A2A task), the upstream's context id, per

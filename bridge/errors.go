@@ -26,8 +26,9 @@ var (
 	// nothing for the idle timeout (or whose headers did not come in it).
 	ErrIdleTimeout = errors.New("bridge: upstream idle timeout")
 	// ErrAnswerTooLarge is the cause of an upstream answer refused for
-	// its size: its frames passed WithMaxAnswerBytes (code
-	// upstream_protocol_error, not retryable).
+	// its size: its frames passed WithMaxAnswerBytes, or the body an SDK
+	// read passed WithMaxBodyBytes (code upstream_protocol_error, not
+	// retryable).
 	ErrAnswerTooLarge = errors.New("bridge: upstream answer too large")
 	// ErrBadUpstreamURL reports an upstream URL that is not absolute http(s).
 	ErrBadUpstreamURL = errors.New("bridge: upstream URL must be an absolute http or https URL")

@@ -130,6 +130,7 @@ func namedOption[C any, O ~func(*C) error](vars string, o O) O {
 func upstreamClient(u UpstreamConfig, headers map[string]string) (*bridge.Client, error) {
 	opts := []bridge.ClientOption{namedOption("E2A_UPSTREAM_CONNECT_TIMEOUT", bridge.WithConnectTimeout(u.ConnectTimeout)),
 		namedOption("E2A_UPSTREAM_IDLE_TIMEOUT", bridge.WithIdleTimeout(u.IdleTimeout)),
+		namedOption("E2A_UPSTREAM_MAX_ANSWER_BYTES", bridge.WithMaxBodyBytes(u.MaxAnswerBytes)),
 		bridge.WithCredentials(bridge.Credentials{APIKey: u.APIKey, Headers: headers})}
 	tlsCfg, err := u.tlsConfig()
 	if err != nil {

@@ -524,7 +524,8 @@ type UpstreamConfig struct {
 	// writes (bridge.WithMaxAnswerBytes, ≥ 1024): past it the request ends
 	// upstream_protocol_error and the upstream is read no further, so one
 	// answer cannot fill E2A_RESPONSES and evict every other request's
-	// frames.
+	// frames. It bounds the bytes an SDK reads of one answer's body that
+	// is no event stream too (bridge.WithMaxBodyBytes).
 	MaxAnswerBytes int64 `envconfig:"E2A_UPSTREAM_MAX_ANSWER_BYTES" default:"67108864"`
 	// Retries before the first frame (backoff from RetryBase, at most
 	// RetryMax, full jitter, Retry-After honoured).
