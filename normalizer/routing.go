@@ -106,19 +106,24 @@ func ParseRoutes(s string) (Routes, error) {
 		if !ValidPool(pool) {
 			return Routes{}, fmt.Errorf("routes: %q: pool %q must match [A-Za-z0-9_-]{1,64}", item, pool)
 		}
+		// The name after method: or channel: is trimmed as the key and the
+		// pool are: "method: x" named " x", which no method is, and its
+		// rule never matched.
+		kind, name, _ := strings.Cut(key, ":")
+		name = strings.TrimSpace(name)
 		switch {
 		case key == "default":
 			r.Default = pool
-		case strings.HasPrefix(key, "method:") && len(key) > len("method:"):
+		case kind == "method" && name != "":
 			if r.Methods == nil {
 				r.Methods = map[string]string{}
 			}
-			r.Methods[key[len("method:"):]] = pool
-		case strings.HasPrefix(key, "channel:") && len(key) > len("channel:"):
+			r.Methods[name] = pool
+		case kind == "channel" && name != "":
 			if r.Channels == nil {
 				r.Channels = map[string]string{}
 			}
-			r.Channels[key[len("channel:"):]] = pool
+			r.Channels[name] = pool
 		default:
 			return Routes{}, fmt.Errorf("routes: %q: key must be default, method:NAME or channel:NAME", item)
 		}

@@ -50,7 +50,7 @@ func TestRoutesPrecedence(t *testing.T) {
 }
 
 func TestParseRoutes(t *testing.T) {
-	r, err := normalizer.ParseRoutes(" default=demo , method:a2e.workflow.execute=wf;channel:web=web ;; ")
+	r, err := normalizer.ParseRoutes(" default=demo , method: a2e.workflow.execute =wf;channel:\tweb=web ;; ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestParseRoutes(t *testing.T) {
 	if r, err := normalizer.ParseRoutes(""); err != nil || r.Pool(&e2a.Envelope{}) != normalizer.DefaultPool {
 		t.Errorf("empty: %+v %v", r, err)
 	}
-	for _, bad := range []string{"default", "default=", "default=a.b", "default=a b", "method:=x", "channel:=x", "pool:x=y", "method:m=*", "default=" + string(make([]byte, 65))} {
+	for _, bad := range []string{"default", "default=", "default=a.b", "default=a b", "method:=x", "channel:=x", "method: =x", "channel:\t=x", "pool:x=y", "method:m=*", "default=" + string(make([]byte, 65))} {
 		if _, err := normalizer.ParseRoutes(bad); err == nil {
 			t.Errorf("ParseRoutes(%q) accepted", bad)
 		}
