@@ -504,6 +504,11 @@ func parseTime(v string, now time.Time) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	if d, err := time.ParseDuration(v); err == nil {
+		if d < 0 {
+			// "-5m ago" is five minutes ahead (and the most negative
+			// duration wrapped to the past), as e2a tail --since refuses.
+			return time.Time{}, fmt.Errorf("%w: %s: a duration ago is not negative (15m)", ErrBadQuery, jsonrpc.QuoteForMessage(v))
+		}
 		return now.Add(-d), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -65,5 +66,14 @@ func TestQueryFromURL(t *testing.T) {
 	lq := Query{Limit: 10000}
 	if err := lq.validate(); err != nil || lq.Limit != MaxPageSize {
 		t.Fatalf("limit %d, %v", lq.Limit, err)
+	}
+	// A negative duration ago is a time ahead: refused, as e2a tail
+	// --since refuses it (the most negative one wrapped to the past).
+	for _, d := range []string{"-5m", "-2562047h47m16.854775808s"} {
+		for _, name := range []string{"since", "until"} {
+			if q, err := QueryFromURL(url.Values{name: {d}}, now); !errors.Is(err, ErrBadQuery) {
+				t.Errorf("%s=%s read as %+v, %v", name, d, q, err)
+			}
+		}
 	}
 }
