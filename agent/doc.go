@@ -45,6 +45,8 @@
 //     (burst.go). A handler with more of its answer at hand (an
 //     upstream's bytes already read) may [Hold] its coalesced text until
 //     its next write, so that an answer received at once is one message.
+//     [MaxFrameBytes] tells a handler the largest frame the server takes,
+//     so that it need not keep, for a final frame, what cannot fit one.
 //   - Redelivery: the new worker reads the last stored message's last
 //     frame. Final → ack.
 //     Partial → a resumable handler ([WithResumable], [Resumer]) continues

@@ -128,6 +128,31 @@ func Hold(w Writer, on bool) {
 	}
 }
 
+// FrameBounder is implemented by the runtime's Writer (and by wrappers
+// that pass it on): MaxFrameBytes is the largest message a frame can be
+// stored as, the server's max_payload, headers included (0: unknown). A
+// frame whose body alone is larger is refused with ErrFrameTooLarge
+// (Chunk splits text instead), so a handler need not keep, for a final
+// frame, what cannot fit one (the OpenAI bridge's answer text, which its
+// final frame then omits). Call it through [MaxFrameBytes].
+type FrameBounder interface {
+	MaxFrameBytes() int64
+}
+
+var _ FrameBounder = (*writer)(nil)
+
+// MaxFrameBytes is w's MaxFrameBytes when w is a [FrameBounder], else 0
+// (unknown).
+func MaxFrameBytes(w Writer) int64 {
+	if b, ok := w.(FrameBounder); ok {
+		return b.MaxFrameBytes()
+	}
+	return 0
+}
+
+// MaxFrameBytes implements FrameBounder.
+func (wr *writer) MaxFrameBytes() int64 { return max(wr.maxPayload(), 0) }
+
 // conflictRetries counts publishes refused while the subject was unchanged
 // (a proposal on it still in process on a replicated stream), and retried.
 var conflictRetries atomic.Int64

@@ -413,6 +413,9 @@ func (c *countingWriter) admit(body int64) error {
 // Hold passes agent.Hold on to the runtime's writer.
 func (c *countingWriter) Hold(on bool) { agent.Hold(c.Writer, on) }
 
+// MaxFrameBytes passes agent.MaxFrameBytes on from the runtime's writer.
+func (c *countingWriter) MaxFrameBytes() int64 { return agent.MaxFrameBytes(c.Writer) }
+
 // completed counts the tokens the result of the request's first final
 // frame reports.
 func (c *countingWriter) completed(result any) {

@@ -37,6 +37,11 @@ func benchServer(t testing.TB) (*Upstream, *[]byte) {
 			}
 		}
 	}))
+	return upstreamAt(t, srv), &last
+}
+
+// upstreamAt is the upstream of model "m" at srv (closed with the test).
+func upstreamAt(t testing.TB, srv *httptest.Server) *Upstream {
 	t.Cleanup(srv.Close)
 	client, err := bridge.NewClient(srv.URL + "/v1")
 	if err != nil {
@@ -46,7 +51,7 @@ func benchServer(t testing.TB) (*Upstream, *[]byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u, &last
+	return u
 }
 
 func benchEnvelope() *e2a.Envelope {

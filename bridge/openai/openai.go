@@ -216,7 +216,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	// The model is the server's when a chunk names it (a dated version of
 	// the one asked for, often), else the one asked for.
 	t := &turn{w: w, maxEvent: u.maxEvent, scrub: u.Scrub, callPrefix: "call_" + env.RequestID + "_", model: u.model,
-		endCall: bridge.BodyCancel(resp.Body), grace: min(finishGrace, u.client.IdleTimeout()/2)}
+		endCall: bridge.BodyCancel(resp.Body), grace: min(finishGrace, u.client.IdleTimeout()/2), maxContent: agent.MaxFrameBytes(w)}
 	if u.thinkOpen {
 		t.think.open()
 	}
@@ -231,7 +231,10 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	}
 	u.record(ctx, env)
 	res := t.result()
-	err = w.Complete(res)
+	err = agent.ErrFrameTooLarge // the content, larger than a frame, was not kept (turn.keepContent)
+	if !t.omitted {
+		err = w.Complete(res)
+	}
 	if errors.Is(err, agent.ErrFrameTooLarge) {
 		// The text was streamed in frames that fit; the final frame holds
 		// everything else.

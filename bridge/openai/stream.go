@@ -90,7 +90,13 @@ type turn struct {
 	// which keys its calls by id); "" is "call_".
 	callPrefix string
 	model      string
+	// content is the answer's text, kept for the final frame while it can
+	// fit one: past maxContent (the writer's frame bound,
+	// agent.MaxFrameBytes; 0: none) it is dropped and omitted is set
+	// (keepContent).
 	content    strings.Builder
+	maxContent int64
+	omitted    bool
 	finish     string
 	usage      json.RawMessage
 	calls      []*toolCall // by index, then seq
@@ -339,8 +345,27 @@ func (t *turn) writeText(s string) error {
 	if s == "" {
 		return nil
 	}
-	t.content.WriteString(s)
+	t.keepContent(s)
 	return t.w.Chunk(e2a.DeltaText, s)
+}
+
+// keepContent adds s to the content the final frame carries, unless the
+// content is then larger than a frame (maxContent): a final frame holding
+// it would be refused (agent.ErrFrameTooLarge) and written without it
+// (content_omitted), so it is dropped at once, not kept to the answer's
+// end (it was: as much memory as the text, up to the bridge's answer
+// bound, 64 MiB, for a request that could keep none of it;
+// TestContentNotKeptPastAFrame).
+func (t *turn) keepContent(s string) {
+	if t.omitted {
+		return
+	}
+	if t.maxContent > 0 && int64(t.content.Len())+int64(len(s)) > t.maxContent {
+		t.omitted = true
+		t.content.Reset()
+		return
+	}
+	t.content.WriteString(s)
 }
 
 // writeReasoning writes a reasoning delta (none for "").
