@@ -183,7 +183,12 @@ func TestConcurrencyBoundWithTurns(t *testing.T) {
 // (fetch loop, heartbeats, cancel re-reads, subscriptions, writers, turn
 // listeners, advisory handlers) are gone: a second worker's life on a
 // provisioned consumer, with completed, cancelled, turn-waiting and
-// handed-back requests, leaves the goroutine count where it was.
+// handed-back requests, leaves no goroutine running the package's code
+// and its connection's subscriptions where they were. (A count of every
+// goroutine included the embedded server's, which it starts for its own
+// work at its own pace: CI on 9207a6c7 counted five more, a consumer's
+// and a stream source's, once the first worker's stop no longer waited
+// for its pull.)
 func TestNoGoroutineLeftAfterRun(t *testing.T) {
 	s := startServer(t)
 	const pool = "rvleak"
@@ -195,7 +200,8 @@ func TestNoGoroutineLeftAfterRun(t *testing.T) {
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
-	base := runtime.NumGoroutine()
+	testkit.Eventually(t, 10*time.Second, "the first worker's goroutines gone", func() bool { return agentGoroutines() == "" })
+	subs := nc.NumSubscriptions()
 
 	hold := make(chan struct{})
 	var once sync.Once
@@ -212,14 +218,46 @@ func TestNoGoroutineLeftAfterRun(t *testing.T) {
 	waitFinal(t, s.nc, "rvleak-1", 10*time.Second)
 	publish(t, s.js, pool, request("rvleak-held", nil))
 	<-hold
+	if agentGoroutines() == "" || nc.NumSubscriptions() <= subs {
+		t.Fatalf("a running worker shows no goroutine running the package's code (%d subscriptions, %d before): the check sees nothing", nc.NumSubscriptions(), subs)
+	}
 	publishAfter(t, s.js, pool, request("rvleak-turn", nil), "rvleak-held")
 	waitPending(t, s.js, pool, 2)
 	if err := w.stop(); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("goroutines back to the baseline %d", base), func() bool {
-		return runtime.NumGoroutine() <= base
+	var left string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%d subscriptions (%d before); goroutines running the package's code:\n%s", nc.NumSubscriptions(), subs, left)
+		}
 	})
+	testkit.Eventually(t, 10*time.Second, "no goroutine of the package's left, its subscriptions gone", func() bool {
+		left = agentGoroutines()
+		return left == "" && nc.NumSubscriptions() <= subs
+	})
+}
+
+// agentGoroutines is the stacks of the goroutines running the agent
+// package's code (a frame of package agent, not of its tests), "" when
+// there is none.
+func agentGoroutines() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "e2a-pipeline/pipeline/agent.") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // TestInterruptEndsTurnThenNextRuns: agent.Interrupt ends a turn with one
