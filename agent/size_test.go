@@ -143,16 +143,19 @@ func TestFrameTooLargeIsRefusedAtOnce(t *testing.T) {
 	if err := w.stop(); err != nil {
 		t.Fatal(err)
 	}
-	// Acknowledged once, never redelivered.
+	// Acknowledged once, never redelivered. The ack is a publish the
+	// consumer takes in its own time: waited for (a stop that waited for
+	// its pull gave it that time; one that does not saw "ack pending 1").
 	name, _ := streams.AgentConsumerName("big")
 	c, err := s.js.Consumer(tctx(t), streams.RequestsStream, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := c.Info(tctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var info *jetstream.ConsumerInfo
+	testkit.Eventually(t, 10*time.Second, "the request acknowledged", func() bool {
+		info, err = c.Info(tctx(t))
+		return err == nil && info.NumAckPending == 0
+	})
 	if info.NumAckPending != 0 || info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
 		t.Fatalf("consumer: ack pending %d, redelivered %d, delivered %d", info.NumAckPending, info.NumRedelivered, info.Delivered.Consumer)
 	}
