@@ -183,7 +183,7 @@ func TestConcurrencyBoundWithTurns(t *testing.T) {
 // (fetch loop, heartbeats, cancel re-reads, subscriptions, writers, turn
 // listeners, advisory handlers) are gone: a second worker's life on a
 // provisioned consumer, with completed, cancelled, turn-waiting and
-// handed-back requests, leaves no goroutine running the package's code
+// handed-back requests, leaves the goroutines running the package's code
 // and its connection's subscriptions where they were. (A count of every
 // goroutine included the embedded server's, which it starts for its own
 // work at its own pace: CI on 9207a6c7 counted five more, a consumer's
@@ -200,7 +200,8 @@ func TestNoGoroutineLeftAfterRun(t *testing.T) {
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 10*time.Second, "the first worker's goroutines gone", func() bool { return agentGoroutines() == "" })
+	// Goroutines of earlier tests may still be ending: counted too.
+	base, _ := agentGoroutines()
 	subs := nc.NumSubscriptions()
 
 	hold := make(chan struct{})
@@ -218,30 +219,30 @@ func TestNoGoroutineLeftAfterRun(t *testing.T) {
 	waitFinal(t, s.nc, "rvleak-1", 10*time.Second)
 	publish(t, s.js, pool, request("rvleak-held", nil))
 	<-hold
-	if agentGoroutines() == "" || nc.NumSubscriptions() <= subs {
-		t.Fatalf("a running worker shows no goroutine running the package's code (%d subscriptions, %d before): the check sees nothing", nc.NumSubscriptions(), subs)
+	if n, _ := agentGoroutines(); n <= base || nc.NumSubscriptions() <= subs {
+		t.Fatalf("a running worker shows %d goroutines running the package's code (%d before), %d subscriptions (%d before): the check sees nothing", n, base, nc.NumSubscriptions(), subs)
 	}
 	publishAfter(t, s.js, pool, request("rvleak-turn", nil), "rvleak-held")
 	waitPending(t, s.js, pool, 2)
 	if err := w.stop(); err != nil {
 		t.Fatal(err)
 	}
+	var n int
 	var left string
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%d subscriptions (%d before); goroutines running the package's code:\n%s", nc.NumSubscriptions(), subs, left)
+			t.Logf("%d subscriptions (%d before); %d goroutines running the package's code (%d before):\n%s", nc.NumSubscriptions(), subs, n, base, left)
 		}
 	})
-	testkit.Eventually(t, 10*time.Second, "no goroutine of the package's left, its subscriptions gone", func() bool {
-		left = agentGoroutines()
-		return left == "" && nc.NumSubscriptions() <= subs
+	testkit.Eventually(t, 10*time.Second, "the worker's goroutines and subscriptions gone", func() bool {
+		n, left = agentGoroutines()
+		return n <= base && nc.NumSubscriptions() <= subs
 	})
 }
 
-// agentGoroutines is the stacks of the goroutines running the agent
-// package's code (a frame of package agent, not of its tests), "" when
-// there is none.
-func agentGoroutines() string {
+// agentGoroutines counts the goroutines running the agent package's code
+// (a frame of package agent, not of its tests) and returns their stacks.
+func agentGoroutines() (int, string) {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -257,7 +258,7 @@ func agentGoroutines() string {
 			out = append(out, g)
 		}
 	}
-	return strings.Join(out, "\n\n")
+	return len(out), strings.Join(out, "\n\n")
 }
 
 // TestInterruptEndsTurnThenNextRuns: agent.Interrupt ends a turn with one
