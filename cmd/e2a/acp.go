@@ -72,7 +72,7 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 		cfg.NATSPort = 0 // several editors may each spawn one
 	}
 	natsEvents := streams.NewConnEvents(log)
-	nc, stopNATS, _, err := connectOrEmbed(ctx, cfg, log, natsEvents)
+	nc, stopNATS, _, err := connectOrEmbed(ctx, cfg, log, natsEvents, false)
 	if err != nil {
 		return err
 	}

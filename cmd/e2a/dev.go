@@ -75,7 +75,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	natsEvents := streams.NewConnEvents(log)
-	nc, stopNATS, natsURL, err := connectOrEmbed(ctx, cfg, log, natsEvents)
+	nc, stopNATS, natsURL, err := connectOrEmbed(ctx, cfg, log, natsEvents, true)
 	natsURL = streams.RedactURLs(natsURL) // printed and logged: no credentials
 	if err != nil {
 		return err
@@ -254,10 +254,12 @@ func drainWait(nc *nats.Conn, within time.Duration, log *slog.Logger) {
 }
 
 // connectOrEmbed connects to E2A_NATS_URL, or starts the embedded server, and
-// provisions streams in both cases. The connection's events (lost,
-// restored, a subscription dropping messages, a permissions violation)
-// go to ev, which logs and counts them (newRegistry exposes the counts).
-func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *streams.ConnEvents) (*nats.Conn, func(), string, error) {
+// provisions streams in both cases; with push (e2a dev, which runs the push
+// stage), on the embedded server, the push stage's too (provisioned). The
+// connection's events (lost, restored, a subscription dropping messages, a
+// permissions violation) go to ev, which logs and counts them (newRegistry
+// exposes the counts).
+func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *streams.ConnEvents, push bool) (*nats.Conn, func(), string, error) {
 	var nc *nats.Conn
 	var url string
 	stop := func() {}
@@ -313,7 +315,7 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *strea
 		stop()
 		return nil, nil, "", err
 	}
-	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig(), streams.WithStream(console.IndexStreamConfig(cfg.StreamsConfig(), 0)))
+	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig(), provisioned(cfg.StreamsConfig(), push && cfg.NatsURL == "")...)
 	if err != nil {
 		stop()
 		return nil, nil, "", fmt.Errorf("provision streams: %w", err)
@@ -330,6 +332,23 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *strea
 		log.Log(ctx, level, "provisioned", attrs...)
 	}
 	return nc, stop, url, nil
+}
+
+// provisioned is what Apply provisions besides the streams and buckets of
+// sc: the console's index and, with push, the push stage's E2A_PUSH and
+// E2A_PUSH_DEAD. `e2a streams apply` provisions them all, and so does e2a
+// dev on its embedded server: the push stage creates its bucket and stream
+// when they are missing but never updates them, so a store kept across an
+// upgrade (E2A_STORE_DIR) kept an earlier build's E2A_PUSH, unbounded
+// (TestEmbeddedStoreUpgradesPush). Against E2A_NATS_URL a stage leaves them
+// to `e2a streams apply`: its NATS user may not read them (an agent pool's
+// cannot).
+func provisioned(sc streams.Config, push bool) []streams.ApplyOption {
+	opts := []streams.ApplyOption{streams.WithStream(console.IndexStreamConfig(sc, 0))}
+	if push {
+		opts = append(opts, streams.WithKeyValue(sc.PushBucketConfig()), streams.WithStream(sc.PushDeadStreamConfig()))
+	}
+	return opts
 }
 
 // defaultGCPercent is the GC target (GOGC) of e2a's long-running

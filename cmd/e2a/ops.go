@@ -248,7 +248,7 @@ func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logg
 		return nil, nil, nil, nil, err
 	}
 	ev = streams.NewConnEvents(log)
-	nc, stopNATS, url, err := connectOrEmbed(ctx, cfg, log, ev)
+	nc, stopNATS, url, err := connectOrEmbed(ctx, cfg, log, ev, false)
 	if err != nil {
 		stopTracing()
 		return nil, nil, nil, nil, err

@@ -203,7 +203,7 @@ func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 		return err
 	}
 	// Provisioning says nothing here (the output is the list).
-	nc, stop, _, err := connectOrEmbed(ctx, cfg, slog.New(slog.DiscardHandler), commandConnEvents())
+	nc, stop, _, err := connectOrEmbed(ctx, cfg, slog.New(slog.DiscardHandler), commandConnEvents(), false)
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ func TestREADMEConfigEmbeddedMaxPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, stop, _, err := connectOrEmbed(context.Background(), cfg, slog.New(slog.DiscardHandler), streams.NewConnEvents(slog.New(slog.DiscardHandler)))
+	nc, stop, _, err := connectOrEmbed(context.Background(), cfg, slog.New(slog.DiscardHandler), streams.NewConnEvents(slog.New(slog.DiscardHandler)), false)
 	if err != nil {
 		t.Fatal(err)
 	}

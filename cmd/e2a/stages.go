@@ -16,7 +16,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/agent/tck"
-	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -238,8 +237,7 @@ func runStreams(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	sc := cfg.StreamsConfig()
-	rep, err := streams.Apply(ctx, js, sc, streams.WithStream(console.IndexStreamConfig(sc, 0)),
-		streams.WithKeyValue(sc.PushBucketConfig()), streams.WithStream(sc.PushDeadStreamConfig()))
+	rep, err := streams.Apply(ctx, js, sc, provisioned(sc, true)...)
 	fmt.Println(rep.String())
 	return err
 }
