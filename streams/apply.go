@@ -155,15 +155,16 @@ func Apply(ctx context.Context, js jetstream.JetStream, cfg Config, opts ...Appl
 		rep  Report
 		errs []error
 	)
+	w := &writer{js: js}
 	for _, want := range streams {
-		c := applyStream(ctx, js, want)
+		c := applyStream(ctx, w, want)
 		rep.Changes = append(rep.Changes, c)
 		if c.Err != nil {
 			errs = append(errs, fmt.Errorf("stream %s: %w", c.Name, c.Err))
 		}
 	}
 	for _, want := range kvs {
-		c := applyKeyValue(ctx, js, want)
+		c := applyKeyValue(ctx, w, want)
 		rep.Changes = append(rep.Changes, c)
 		if c.Err != nil {
 			errs = append(errs, fmt.Errorf("kv %s: %w", c.Name, c.Err))
@@ -233,11 +234,46 @@ func transientPlacement(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
-func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) Change {
+// writer sends Apply's creates and updates, and stops sending them once the
+// server refused one to the connection's user (ErrNotPermitted): the
+// refused request is answered by nothing but its timeout, so each would
+// have waited for it, again for the 30 s of RetryPlacement (a stage of a
+// newer build started on the streams of an earlier one as its NATS user
+// exited after 2 minutes, "context deadline exceeded").
+type writer struct {
+	js     jetstream.JetStream
+	denied error
+}
+
+// call is the create or update call of stream name (api: "CREATE" or
+// "UPDATE"), returning ErrNotPermitted without sending it once one was
+// refused, or when the server refused this one: its request timed out and
+// the connection's last error is the server refusing the publish to its
+// API subject ($JS.API.STREAM.<api>.<name>, under any API prefix).
+func (w *writer) call(api, name string, call func(ctx context.Context) error) func(ctx context.Context) error {
+	subject := "STREAM." + api + "." + name + `"`
+	return func(ctx context.Context) error {
+		if w.denied != nil {
+			return w.denied
+		}
+		err := call(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return err
+		}
+		if last := w.js.Conn().LastError(); errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), subject) {
+			w.denied = fmt.Errorf("%w (%v)", ErrNotPermitted, last)
+			return w.denied
+		}
+		return err
+	}
+}
+
+func applyStream(ctx context.Context, w *writer, want jetstream.StreamConfig) Change {
+	js := w.js
 	c := Change{Kind: KindStream, Name: want.Name}
 	s, err := streamInfo(ctx, js, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return created(ctx, c, func(ctx context.Context) error { _, err := js.CreateStream(ctx, want); return err })
+		return created(ctx, c, w.call("CREATE", want.Name, func(ctx context.Context) error { _, err := js.CreateStream(ctx, want); return err }))
 	}
 	if err != nil {
 		c.Action, c.Err = ActionFailed, err
@@ -255,14 +291,15 @@ func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.Str
 		// and to change the mode of a stream.
 		fixed = append(fixed, fmt.Sprintf("Replicas: %d -> %d (the stream is in async persist mode, which one server only has: delete it and apply again)", have.Replicas, want.Replicas))
 	}
-	return settled(ctx, c, fixed, func(ctx context.Context) error { _, err := js.UpdateStream(ctx, want); return err })
+	return settled(ctx, c, fixed, w.call("UPDATE", want.Name, func(ctx context.Context) error { _, err := js.UpdateStream(ctx, want); return err }))
 }
 
-func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) Change {
+func applyKeyValue(ctx context.Context, w *writer, want jetstream.KeyValueConfig) Change {
+	js := w.js
 	c := Change{Kind: KindKeyValue, Name: want.Bucket}
 	s, err := streamInfo(ctx, js, KVStream(want.Bucket))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return created(ctx, c, func(ctx context.Context) error { _, err := js.CreateKeyValue(ctx, want); return err })
+		return created(ctx, c, w.call("CREATE", KVStream(want.Bucket), func(ctx context.Context) error { _, err := js.CreateKeyValue(ctx, want); return err }))
 	}
 	if err != nil {
 		c.Action, c.Err = ActionFailed, err
@@ -270,7 +307,7 @@ func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.K
 	}
 	var fixed []string
 	c.Drift, fixed = streamDrift(s.CachedInfo().Config, kvStreamView(want), kvFields)
-	return settled(ctx, c, fixed, func(ctx context.Context) error { _, err := js.UpdateKeyValue(ctx, want); return err })
+	return settled(ctx, c, fixed, w.call("UPDATE", KVStream(want.Bucket), func(ctx context.Context) error { _, err := js.UpdateKeyValue(ctx, want); return err }))
 }
 
 // streamInfo reads stream name's info, again while the cluster cannot
@@ -315,6 +352,11 @@ func settled(ctx context.Context, c Change, fixed []string, update func(context.
 		c.Action = ActionUpdated
 		if err := RetryPlacement(ctx, update); err != nil {
 			c.Action, c.Err = ActionFailed, err
+			if errors.Is(err, ErrNotPermitted) {
+				// Said in the error too: a stage's start-up prints the
+				// error only, not the Report.
+				c.Err = fmt.Errorf("%w; it differs in %s", err, strings.Join(c.Drift, "; "))
+			}
 		}
 	}
 	return c

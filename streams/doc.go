@@ -11,7 +11,9 @@
 //     Report of what was created, updated or left unchanged and of the drift
 //     found. It touches only what it defines: a stream or bucket it does not
 //     know, such as E2A_IDEMPOTENCY (provisioned by earlier versions, never
-//     read or written), is left as it is.
+//     read or written), is left as it is. A create or update the server
+//     refuses to the connection's user (a stage's user may only read the
+//     streams) ends its sending of them: ErrNotPermitted, with the drift.
 //   - StartEmbedded: an in-process JetStream server (single node or a node of
 //     an in-process cluster) that always listens on a loopback TCP port.
 //   - StartInMemory: such a server with the streams and buckets applied in

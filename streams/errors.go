@@ -22,6 +22,15 @@ var (
 	// drift is in the Report.
 	ErrDriftNotUpdatable = errors.New("streams: drift in a field the server cannot update")
 
+	// ErrNotPermitted is returned by Apply when the server refused this
+	// connection's NATS user a create or update the definitions needed (a
+	// stage's user may only read the streams: deploy/nats/accounts.conf),
+	// typically a stage of a newer build started before `e2a streams
+	// apply` of that build ran. Apply sends no further create or update
+	// then; the resources it left are in the Report, ActionFailed with
+	// their drift.
+	ErrNotPermitted = errors.New("streams: this NATS user may not create or update the streams: run `e2a streams apply` of this version as a user that may (admin)")
+
 	// ErrNoMessages is returned by the direct get functions when the stream
 	// holds no message matching the request.
 	ErrNoMessages = errors.New("streams: no messages")
