@@ -71,8 +71,9 @@ func startAnsweredAhead(t *testing.T) *answeredAhead {
 	return g
 }
 
-// v1Binding is a2a-go/v2's client on one binding of the pipeline.
-func (g *answeredAhead) v1Binding(t *testing.T, binding a2a.TransportProtocol) *a2aclient.Client {
+// v1Binding is a2a-go/v2's client on one binding of the pipeline g (its
+// gRPC binding: pipetest.WithGRPC).
+func v1Binding(t *testing.T, g *pipetest.Pipeline, binding a2a.TransportProtocol) *a2aclient.Client {
 	t.Helper()
 	url := g.URL + ingress.A2AV1Path
 	if binding == a2a.TransportProtocolGRPC {
@@ -185,13 +186,13 @@ func eachV1Binding(t *testing.T, test func(t *testing.T, g *answeredAhead, ctx c
 			g := startAnsweredAhead(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			test(t, g, ctx, g.v1Binding(t, b))
+			test(t, g, ctx, v1Binding(t, g.Pipeline, b))
 		})
 	}
 }
 
-// v03Client is a2a-go v0.3's client on the pipeline's /a2a.
-func (g *answeredAhead) v03Client(t *testing.T) *v03client.Client {
+// v03Client is a2a-go v0.3's client on the pipeline g's /a2a.
+func v03Client(t *testing.T, g *pipetest.Pipeline) *v03client.Client {
 	t.Helper()
 	c, err := v03client.NewFromEndpoints(context.Background(), []v03.AgentInterface{{URL: g.URL + "/a2a", Transport: v03.TransportProtocolJSONRPC}})
 	if err != nil {
@@ -246,7 +247,7 @@ func TestInterruptedTurnAnsweredAheadV03Stream(t *testing.T) {
 		g := startAnsweredAhead(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, v1 := g.v03Client(t), g.v1Binding(t, a2a.TransportProtocolJSONRPC)
+		c, v1 := v03Client(t, g.Pipeline), v1Binding(t, g.Pipeline, a2a.TransportProtocolJSONRPC)
 		s := readV03(t, c.SendStreamingMessage(ctx, &v03.MessageSendParams{Message: v03.NewMessage(v03.MessageRoleUser, v03.TextPart{Text: "slow"})}),
 			func(task v03.TaskInfo) {
 				g.queueAskAndAnswer(t, ctx, v1, a2a.TaskInfo{TaskID: a2a.TaskID(task.TaskID), ContextID: task.ContextID})
@@ -260,7 +261,7 @@ func TestInterruptedTurnAnsweredAheadV03Stream(t *testing.T) {
 		g := startAnsweredAhead(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, v1 := g.v03Client(t), g.v1Binding(t, a2a.TransportProtocolJSONRPC)
+		c, v1 := v03Client(t, g.Pipeline), v1Binding(t, g.Pipeline, a2a.TransportProtocolJSONRPC)
 		req := up.Msg("slow")
 		req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
 		res, err := v1.SendMessage(ctx, req)

@@ -33,7 +33,7 @@ func TestRetriedAnswerToEndedTask(t *testing.T) {
 	g := startAnsweredAhead(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := g.v1Binding(t, a2a.TransportProtocolJSONRPC)
+	c := v1Binding(t, g.Pipeline, a2a.TransportProtocolJSONRPC)
 	doors := []struct {
 		name, path, body string
 		refused          func(code int, body string) bool

@@ -2,6 +2,7 @@ package a2amap
 
 import (
 	"cmp"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -116,6 +117,11 @@ type Aggregator struct {
 	// does not get (HiddenPart) do not count in historyLength.
 	outModes    []string
 	interaction bool
+	// meta is the task's metadata the request's events give it (A2A's
+	// Task.metadata: the metadata of each status-update, merged in
+	// order, as a2a-go's task manager merges an event's; an agent's own
+	// Task's), baseMeta the task's before this turn (a continued task's).
+	meta, baseMeta map[string]any
 }
 
 // NewAggregator returns the aggregator of requestID's frames for the call
@@ -133,6 +139,7 @@ func NewAggregator(requestID string, p Params) *Aggregator {
 		a.prior = slices.Clone(p.Task.History)
 		if p.Continued {
 			a.startFrom(p.Task.Artifacts)
+			a.baseMeta = p.Task.Metadata
 		}
 	}
 	return a
@@ -151,6 +158,7 @@ func (a *Aggregator) endTurn() {
 	if end.Prior != nil {
 		a.prior = slices.Clone(end.Prior.History)
 		a.base = end.Prior.Artifacts
+		a.baseMeta = end.Prior.Metadata
 		a.artifacts = a.contentArtifacts(nil)
 	}
 	a.now = end.Now
@@ -196,7 +204,7 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 	} else if ev, final, err := nativeV1(r); err != nil {
 		a.m.unreadable(r, err)
 		if r.IsFinal {
-			a.state, a.status = unreadableOutcome.State, a.m.failureMessage(r, unreadableOutcome)
+			a.setStatus(unreadableOutcome.State, a.m.failureMessage(r, unreadableOutcome))
 		}
 		return nil
 	} else {
@@ -204,6 +212,7 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 		switch e := ev.(type) {
 		case *a2a.Task:
 			a.state, a.status = e.Status.State, e.Status.Message
+			a.meta = mergeMeta(a.meta, e.Metadata)
 			// The task as the agent holds it: its artifacts replace
 			// those of the same id.
 			for _, art := range e.Artifacts {
@@ -219,7 +228,8 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 				a.msgs = append(a.msgs, &aggMsg{group: "native", msg: e})
 			}
 		case *a2a.TaskStatusUpdateEvent:
-			a.state, a.status = e.Status.State, e.Status.Message
+			a.setStatus(e.Status.State, e.Status.Message)
+			a.meta = mergeMeta(a.meta, e.Metadata)
 			if e.Status.Timestamp != nil {
 				a.ts = e.Status.Timestamp
 			}
@@ -237,22 +247,26 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 	}
 	o := FinalOutcome(r)
 	a.state = o.State
-	if Interrupted(o.State) {
+	if Interrupted(o.State) || ownEnd {
 		// The agent's question stays the status message (the frame's
-		// own status-update set it).
+		// own status-update set it), as does the message of the
+		// agent's own final status-update (rejected, failed, canceled,
+		// completed), as the stream writes it (Mapper.Events: the update
+		// closes the stream). A failed one's was replaced by a failure
+		// message of its text alone, with another id and an error of no
+		// code.
 		return nil
 	}
+	// The status-update the stream ends the task with (Mapper's
+	// finalEvents): the frame's status_event_metadata is its metadata,
+	// the failure its message (none when completed), the status message
+	// before it history.
+	a.meta = mergeMeta(a.meta, withEventMeta(nil, r, MetaStatusEventMetadata))
 	if o.State != a2a.TaskStateCompleted {
-		if !ownEnd {
-			// The agent's own final status-update (rejected, failed,
-			// canceled) keeps its message, as the stream writes it
-			// (Mapper.Events: the update closes the stream). It was
-			// replaced by a failure message of its text alone, with
-			// another id and an error of no code.
-			a.status = a.m.failureMessage(r, o)
-		}
+		a.setStatus(o.State, a.m.failureMessage(r, o))
 		return nil
 	}
+	a.setStatus(o.State, nil)
 	if a.native != nil {
 		// The agent's own final Message ends its turn: completed, the
 		// Message its reply (foldNative, BuildTask).
@@ -284,6 +298,18 @@ func (a *Aggregator) hasContent() bool {
 		}
 	}
 	return false
+}
+
+// setStatus makes msg the status message of the task, in state: the
+// status message before it, if any, moves to history (an agent message
+// of the request, in the order of its frames), as a2a-go's task manager
+// does for every status-update (A2A: a task's history holds the
+// messages it exchanged, a status message once it is replaced).
+func (a *Aggregator) setStatus(state a2a.TaskState, msg *a2a.Message) {
+	if a.status != nil && a.status != msg {
+		a.msgs = append(a.msgs, &aggMsg{group: "native", msg: a.status})
+	}
+	a.state, a.status = state, msg
 }
 
 func (a *Aggregator) addPiece(r *e2a.Response, p piece) {
@@ -476,7 +502,8 @@ func (a *Aggregator) Task(historyLength *int) *a2a.Task {
 	}
 	a.seal()
 	t := &a2a.Task{ID: a.m.taskID, ContextID: a.m.contextID,
-		Status: a2a.TaskStatus{State: a.state, Timestamp: a.ts, Message: a.status}}
+		Status:   a2a.TaskStatus{State: a.state, Timestamp: a.ts, Message: a.status},
+		Metadata: a.taskMeta()}
 	history, arts := a.history(true)
 	// The artifacts of the task before this turn (a continued task's)
 	// and of this turn.
@@ -487,6 +514,12 @@ func (a *Aggregator) Task(historyLength *int) *a2a.Task {
 	history = append(slices.Clone(a.prior), history...)
 	t.History = a.trimShown(history, historyLength)
 	return t
+}
+
+// taskMeta is the task's metadata: the task's before this turn, this
+// turn's events' merged over it (nil for none).
+func (a *Aggregator) taskMeta() map[string]any {
+	return mergeMeta(maps.Clone(a.baseMeta), a.meta)
 }
 
 // trimShown is trimHistory of h for the aggregator's client: the last n
@@ -655,7 +688,14 @@ type Request = egress.StoredRequest
 // was interrupted, completed when the agent ended it with its own Message,
 // that Message in history) or, while the last request waits without a frame
 // behind an earlier turn that has not ended (turns of a task run one after
-// another), that turn's. historyLength keeps the last N history messages.
+// another), that turn's. As a2a-go's task manager applies a
+// status-update, a status message that a later status replaces (an
+// agent's working status-update's message, then its question, the
+// failure, or none when the task completes) moves to history, and the
+// metadata of every status-update (an agent's own, the final frame's
+// status_event_metadata) and of an agent's own Task is merged into the
+// task's metadata, in order. historyLength keeps the last N history
+// messages.
 func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2a.Task {
 	t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}
 	var history []*a2a.Message
@@ -680,6 +720,7 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 		// The task's artifacts so far, which this request's updates
 		// append to or replace.
 		agg.startFrom(artifacts)
+		agg.baseMeta = t.Metadata
 		if rq.Envelope != nil {
 			if um := userMessage(rq.Envelope, a2a.TaskID(taskID), t.ContextID); um != nil {
 				history = append(history, um)
@@ -705,6 +746,7 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 		h, arts := agg.history(lastReq)
 		history = append(history, h...)
 		artifacts = arts
+		t.Metadata = agg.taskMeta()
 		if !lastReq && Interrupted(agg.state) && agg.status != nil {
 			// An earlier turn's question, answered by the next turn's
 			// user message: history, as a status message becomes once the

@@ -74,6 +74,7 @@ func NewTaskBuilder(taskID, contextID string, prev []Request, env *e2a.Envelope)
 	// The earlier turns' artifacts, which this request's updates append
 	// to or replace (as BuildTask merges them).
 	agg.startFrom(base.Artifacts)
+	agg.baseMeta = base.Metadata
 	return &TaskBuilder{taskID: taskID, base: base, agg: agg,
 		mark: "\x00" + rand.Text(), mirrors: map[*strings.Builder]*textMirror{}}
 }
@@ -111,7 +112,7 @@ func (b *TaskBuilder) Task() *a2a.Task {
 // task is Task with text(sb) for the text of each content message's
 // builder sb.
 func (b *TaskBuilder) task(text func(sb *strings.Builder) string) *a2a.Task {
-	t := &a2a.Task{ID: a2a.TaskID(b.taskID), ContextID: b.base.ContextID, Status: b.Status()}
+	t := &a2a.Task{ID: a2a.TaskID(b.taskID), ContextID: b.base.ContextID, Status: b.Status(), Metadata: b.agg.taskMeta()}
 	t.History, t.Artifacts = b.turn(text, true)
 	return t
 }
@@ -145,7 +146,8 @@ func (b *TaskBuilder) turn(text func(sb *strings.Builder) string, lastReq bool) 
 // what tasks/get answers while the next turn is queued. Push posts it
 // for the final status a queued turn takes back.
 func (b *TaskBuilder) FollowedBy(env *e2a.Envelope) *a2a.Task {
-	t := &a2a.Task{ID: a2a.TaskID(b.taskID), ContextID: b.base.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}
+	t := &a2a.Task{ID: a2a.TaskID(b.taskID), ContextID: b.base.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted},
+		Metadata: b.agg.taskMeta()}
 	t.History, t.Artifacts = b.turn((*strings.Builder).String, false)
 	if Interrupted(b.agg.state) && b.agg.status != nil {
 		t.History = append(t.History, b.agg.status)

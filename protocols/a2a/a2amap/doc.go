@@ -41,7 +41,12 @@
 //     ([UnreadableFinal]). Either is logged once per read.
 //   - [Aggregator]: message/send's result from the frames (a Message or a
 //     Task, trpc "Non-streaming" rules); [BuildTask] rebuilds a task from
-//     its requests ([Request]) as tasks/get and GetTask answer it.
+//     its requests ([Request]) as tasks/get and GetTask answer it. A
+//     status-update the frames carry (an agent's own status_update
+//     frame, the final frame's) is applied as a2a-go's task manager
+//     applies it: the status message it replaces moves to history, its
+//     metadata (status_event_metadata for the final frame's) is merged
+//     into the task's.
 //   - [Params]: the A2A call an answer is for (protocols/a2a.A2AParams).
 //   - The pieces the other protocols' renderers read: [ContentChunk] (an
 //     e2a.chunk or acp.session_update frame as a chunk), [FinalOutcome],

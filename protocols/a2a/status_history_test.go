@@ -1,0 +1,272 @@
+package a2a_test
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+	"testing"
+	"time"
+
+	v03 "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+)
+
+// statusTurn is the status-updates an agent sends for the message text:
+// two working ones, each with a message of its own id, metadata (and the
+// first extensions and a data part) and metadata of the event's own, then
+// the turn's end: "complete" completed with no message, "fail" failed and
+// "ask" input-required, each with a message. ec gives the events their
+// task (nil: none, as the pipeline's agent writes them).
+func statusTurn(text string, ec a2a.TaskInfoProvider) []*a2a.TaskStatusUpdateEvent {
+	msg := func(id string, md map[string]any, parts ...*a2a.Part) *a2a.Message {
+		m := a2a.NewMessage(a2a.MessageRoleAgent, parts...)
+		m.ID, m.Metadata = id, md
+		return m
+	}
+	update := func(st a2a.TaskState, m *a2a.Message, md map[string]any) *a2a.TaskStatusUpdateEvent {
+		ev := &a2a.TaskStatusUpdateEvent{Status: a2a.TaskStatus{State: st, Message: m}, Metadata: md}
+		if ec != nil {
+			info := ec.TaskInfo()
+			ev.TaskID, ev.ContextID = info.TaskID, info.ContextID
+			if m != nil {
+				m.TaskID, m.ContextID = info.TaskID, info.ContextID
+			}
+		}
+		return ev
+	}
+	first := msg("status-1", map[string]any{"m": "first"}, a2a.NewTextPart("looking"), a2a.NewDataPart(map[string]any{"step": 1.0}))
+	first.Extensions = []string{"https://example.com/ext/status"}
+	evs := []*a2a.TaskStatusUpdateEvent{
+		update(a2a.TaskStateWorking, first, map[string]any{"ev": "working-1", "shared": "first"}),
+		update(a2a.TaskStateWorking, msg("status-2", map[string]any{"m": "second"}, a2a.NewTextPart("found it")),
+			map[string]any{"ev": "working-2", "shared": "second"}),
+	}
+	end := map[string]any{"ev": "end-" + text}
+	switch text {
+	case "complete":
+		return append(evs, update(a2a.TaskStateCompleted, nil, end))
+	case "fail":
+		return append(evs, update(a2a.TaskStateFailed, msg("status-3", map[string]any{"m": "third"}, a2a.NewTextPart("gave up")), end))
+	default:
+		return append(evs, update(a2a.TaskStateInputRequired, msg("status-3", map[string]any{"m": "third"}, a2a.NewTextPart("which one?")), end))
+	}
+}
+
+// statusAgent is statusTurn played by a2a-go/v2's server: the A2A task
+// as a2a-go's task manager keeps it.
+type statusAgent struct{}
+
+func (statusAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		for _, ev := range statusTurn(textOf(ec.Message), ec) {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (statusAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {}
+}
+
+func textOf(m *a2a.Message) string {
+	if m == nil || len(m.Parts) == 0 {
+		return ""
+	}
+	return m.Parts[0].Text()
+}
+
+// statusHandler is the pipeline's agent writing statusTurn as the Go
+// SDK's agents write A2A events: each status-update an a2a.stream_event
+// frame, the last final; "complete" ends with e2a.complete, its
+// status-update's metadata the frame's status_event_metadata (as the A2A
+// bridge writes an agent's completed status).
+func statusHandler() agent.Handler {
+	return agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		evs := statusTurn(env.ParamString("text"), nil)
+		for i, ev := range evs {
+			final := i == len(evs)-1
+			if final && ev.Status.State == a2a.TaskStateCompleted {
+				if err := w.SetMetadata(map[string]any{a2amap.MetaStatusEventMetadata: ev.Metadata}); err != nil {
+					return err
+				}
+				return w.Complete(nil)
+			}
+			old := a2av0.FromV1TaskStatusUpdateEvent(ev)
+			old.Final = final
+			status := e2a.StatusInProgress
+			if final {
+				status = e2a.StatusSucceeded
+			}
+			if err := w.Write(e2a.KindA2AStreamEvent, status, e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate, Payload: old}, final); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// agentMessageJSON is an agent message as JSON without its task and
+// context ids (the pipeline's are its own): its id, role, parts,
+// metadata and extensions.
+func agentMessageJSON(t *testing.T, m *a2a.Message) string {
+	t.Helper()
+	if m == nil {
+		return "null"
+	}
+	c := *m
+	c.TaskID, c.ContextID = "", ""
+	b, err := json.Marshal(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// taskView is what a task shows of the agent's status-updates: its
+// state, its status message, the agent's messages in its history, in
+// order, and its metadata, as JSON.
+func taskView(t *testing.T, task *a2a.Task) string {
+	t.Helper()
+	var agentMsgs []json.RawMessage
+	for _, m := range task.History {
+		if m.Role == a2a.MessageRoleAgent {
+			agentMsgs = append(agentMsgs, json.RawMessage(agentMessageJSON(t, m)))
+		}
+	}
+	b, err := json.Marshal(map[string]any{"state": task.Status.State, "message": json.RawMessage(agentMessageJSON(t, task.Status.Message)),
+		"history": agentMsgs, "metadata": task.Metadata})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestStatusMessagesAsA2AGo: an agent's status-updates with messages
+// (the Go SDK's a2a.stream_event frames; a completed one as e2a.complete
+// with status_event_metadata) make the task tasks/get and GetTask show
+// as a2a-go/v2's server makes it of the same events: a status message
+// replaced by a later status (working, then working, then the end)
+// moves to history with its id, role, parts, metadata and extensions,
+// and each status-update's metadata is merged into Task.metadata; on
+// A2A v1.0's three bindings and v0.3's tasks/get. The pipeline dropped
+// the replaced status messages (history held the user's message alone; a
+// completed task kept the last working message as its status message)
+// and had no metadata. The streams' status-updates (v1.0's three
+// bindings, v0.3's message/stream) carry the messages and the events'
+// metadata as a2a-go's do.
+func TestStatusMessagesAsA2AGo(t *testing.T) {
+	ref := a2asrv.NewHandler(statusAgent{})
+	p := pipetest.Start(t, pipetest.WithGRPC(), pipetest.WithIngress(ingress.WithDefaultPool("status")))
+	p.Pool("status", statusHandler())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c03 := v03Client(t, p)
+	for _, text := range []string{"complete", "fail", "ask"} {
+		send := func() *a2a.SendMessageRequest {
+			return &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))}
+		}
+		res, err := ref.SendMessage(ctx, send())
+		if err != nil {
+			t.Fatalf("%s: a2a-go's server: %v", text, err)
+		}
+		want, err := ref.GetTask(ctx, &a2a.GetTaskRequest{ID: res.TaskInfo().TaskID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantView := taskView(t, want)
+		wantStream := statusEvents(t, ref.SendStreamingMessage(ctx, send()))
+		if len(want.Metadata) == 0 || len(want.History) < 3 {
+			t.Fatalf("%s: a2a-go's task %s: want its metadata and the replaced status messages in history", text, wantView)
+		}
+		for _, b := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON, a2a.TransportProtocolGRPC} {
+			c := v1Binding(t, p, b)
+			if got := statusEvents(t, c.SendStreamingMessage(ctx, send())); got != wantStream {
+				t.Errorf("%s %s: the stream's status-updates\n%s\nwant a2a-go's\n%s", text, b, got, wantStream)
+			}
+			res, err := c.SendMessage(ctx, send())
+			if err != nil {
+				t.Fatalf("%s %s: SendMessage: %v", text, b, err)
+			}
+			task, ok := res.(*a2a.Task)
+			if !ok {
+				t.Fatalf("%s %s: SendMessage answered %T, want the Task", text, b, res)
+			}
+			if got := taskView(t, task); got != wantView {
+				t.Errorf("%s %s: SendMessage's task\n%s\nwant a2a-go's\n%s", text, b, got, wantView)
+			}
+			got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+			if err != nil {
+				t.Fatalf("%s %s: GetTask: %v", text, b, err)
+			}
+			if g := taskView(t, got); g != wantView {
+				t.Errorf("%s %s: GetTask\n%s\nwant a2a-go's\n%s", text, b, g, wantView)
+			}
+			if b != a2a.TransportProtocolJSONRPC {
+				continue
+			}
+			if got := statusEvents(t, v1Events(c03.SendStreamingMessage(ctx, &v03.MessageSendParams{
+				Message: v03.NewMessage(v03.MessageRoleUser, v03.TextPart{Text: text})}))); got != wantStream {
+				t.Errorf("%s: the A2A v0.3 stream's status-updates\n%s\nwant a2a-go's\n%s", text, got, wantStream)
+			}
+			old, err := c03.GetTask(ctx, &v03.TaskQueryParams{ID: v03.TaskID(task.ID)})
+			if err != nil {
+				t.Fatalf("%s: A2A v0.3 tasks/get: %v", text, err)
+			}
+			v1, err := a2av0.ToV1Task(old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := taskView(t, v1); g != wantView {
+				t.Errorf("%s: A2A v0.3 tasks/get\n%s\nwant a2a-go's\n%s", text, g, wantView)
+			}
+		}
+	}
+}
+
+// statusEvents is a stream's status-updates that carry a message or
+// metadata, each its state, message and metadata, as JSON lines.
+func statusEvents(t *testing.T, evs iter.Seq2[a2a.Event, error]) string {
+	t.Helper()
+	var out string
+	for ev, err := range evs {
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		su, ok := ev.(*a2a.TaskStatusUpdateEvent)
+		if !ok || su.Status.Message == nil && len(su.Metadata) == 0 {
+			continue
+		}
+		md, _ := json.Marshal(su.Metadata)
+		out += string(su.Status.State) + " " + agentMessageJSON(t, su.Status.Message) + " " + string(md) + "\n"
+	}
+	return out
+}
+
+// v1Events is an A2A v0.3 stream's events in A2A v1.0 (the SDK's
+// conversion).
+func v1Events(evs iter.Seq2[v03.Event, error]) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		for ev, err := range evs {
+			var v1 a2a.Event
+			if err == nil {
+				v1, err = a2av0.ToV1Event(ev)
+			}
+			if !yield(v1, err) || err != nil {
+				return
+			}
+		}
+	}
+}
