@@ -58,7 +58,10 @@
 //     own status_update event's (input-required, auth-required, the
 //     agent's own rejected or canceled end), else the final frame's
 //     status_event_metadata (completed, failed), which the renderers give
-//     the status-update they end the stream with. A working
+//     the status-update they end the stream with, and the pipeline's task
+//     its metadata (GetTask, tasks/get: a2amap merges every
+//     status-update's into the task's, as a2a-go's task manager does). A
+//     working
 //     status-update's metadata is not carried: no status-update is
 //     written for it (its message's parts are, below);
 //   - any other data part, and a file part (bytes or URL): an

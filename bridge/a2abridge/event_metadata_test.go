@@ -3,10 +3,13 @@ package a2abridge_test
 import (
 	"context"
 	"iter"
+	"reflect"
 	"slices"
 	"testing"
 
+	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
@@ -94,6 +97,17 @@ func eventNames(t *testing.T, events iter.Seq2[a2a.Event, error]) []string {
 	return names
 }
 
+// eventMetaDoors serves eventMetaAgent behind a pipeline's pool: a
+// client of the agent itself, and the pipeline's A2A v1.0 (a2a-go/v2)
+// and v0.3 (a2a-go v0.3) clients of the pool.
+func eventMetaDoors(t *testing.T) (direct, c *a2aclient.Client, v03 *v03Conv) {
+	t.Helper()
+	url, _ := startV1(t, eventMetaAgent{})
+	p := pipetest.Start(t)
+	bridgePool(t, p, "agent", url)
+	return up.Client(t, url), v1Client(t, p, "agent"), openV03(t, p, "agent").(*v03Conv)
+}
+
 // TestEventMetadataReachA2AClients: the metadata of a bridged A2A agent's
 // artifact-update events (text written as chunks, a data part written
 // natively) and of its final status-update (completed, input-required,
@@ -103,12 +117,7 @@ func eventNames(t *testing.T, events iter.Seq2[a2a.Event, error]) []string {
 // the pipeline's metadata alone.
 func TestEventMetadataReachA2AClients(t *testing.T) {
 	t.Parallel()
-	url, _ := startV1(t, eventMetaAgent{})
-	p := pipetest.Start(t)
-	bridgePool(t, p, "agent", url)
-	direct := up.Client(t, url)
-	c := v1Client(t, p, "agent")
-	v03 := openV03(t, p, "agent").(*v03Conv)
+	direct, c, v03 := eventMetaDoors(t)
 	ctx := testCtx(t)
 	for _, text := range []string{"work", "ask", "reject", "fail"} {
 		want := eventNames(t, direct.SendStreamingMessage(ctx, up.Msg(text)))
@@ -133,6 +142,57 @@ func TestEventMetadataReachA2AClients(t *testing.T) {
 		}
 		if !slices.Equal(got03, want) {
 			t.Errorf("%s: the pipeline's A2A v0.3 stream's event metadata %q, want the agent's %q", text, got03, want)
+		}
+	}
+}
+
+// TestStatusEventMetadataInTask: the metadata of a bridged A2A agent's
+// final status-update (completed, input-required, rejected, failed) is
+// the metadata of the task the pipeline's A2A clients read (GetTask,
+// a2a-go/v2; tasks/get, a2a-go v0.3), as a2a-go's task manager merges an
+// event's metadata into the task a client of the agent reads. The
+// pipeline's task had none.
+func TestStatusEventMetadataInTask(t *testing.T) {
+	t.Parallel()
+	direct, c, v03 := eventMetaDoors(t)
+	ctx := testCtx(t)
+	// taskOf is the task of SendMessage's answer read with GetTask.
+	taskOf := func(what string, res a2a.SendMessageResult, err error, get func(a2a.TaskID) (*a2a.Task, error)) *a2a.Task {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		task, err := get(res.TaskInfo().TaskID)
+		if err != nil {
+			t.Fatalf("%s: GetTask: %v", what, err)
+		}
+		return task
+	}
+	getter := func(c interface {
+		GetTask(context.Context, *a2a.GetTaskRequest) (*a2a.Task, error)
+	}) func(a2a.TaskID) (*a2a.Task, error) {
+		return func(id a2a.TaskID) (*a2a.Task, error) { return c.GetTask(ctx, &a2a.GetTaskRequest{ID: id}) }
+	}
+	for _, text := range []string{"work", "ask", "reject", "fail"} {
+		res, err := direct.SendMessage(ctx, up.Msg(text))
+		want := taskOf(text+": the agent", res, err, getter(direct)).Metadata
+		if len(want) == 0 {
+			t.Fatalf("%s: the agent's own task has no metadata", text)
+		}
+		res, err = c.SendMessage(ctx, up.Msg(text))
+		if got := taskOf(text, res, err, getter(c)).Metadata; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the pipeline's A2A v1.0 task's metadata %v, want the agent's %v", text, got, want)
+		}
+		old, err := v03.c.SendMessage(ctx, v03.params(text))
+		if err != nil {
+			t.Fatalf("%s: A2A v0.3 message/send: %v", text, err)
+		}
+		got03, err := v03.c.GetTask(ctx, &a2a03.TaskQueryParams{ID: old.TaskInfo().TaskID})
+		if err != nil {
+			t.Fatalf("%s: A2A v0.3 tasks/get: %v", text, err)
+		}
+		if !reflect.DeepEqual(got03.Metadata, want) {
+			t.Errorf("%s: the pipeline's A2A v0.3 task's metadata %v, want the agent's %v", text, got03.Metadata, want)
 		}
 	}
 }
