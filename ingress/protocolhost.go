@@ -324,7 +324,8 @@ func (h protocolHost) Envelope(ctx context.Context, requestID string) (*e2a.Enve
 
 // Cancel publishes a cancel on the request's control subject once the
 // request is stored (awaitStored: a task's turn is recorded before it is
-// published); nothing for a request never published.
+// published, and one that ran longer than E2A_REQUESTS_MAX_AGE is known
+// by its frames); nothing for a request never published.
 func (h protocolHost) Cancel(ctx context.Context, requestID string) error {
 	if _, ok := h.s.awaitStored(ctx, requestID); !ok {
 		return nil
@@ -354,11 +355,14 @@ func (h protocolHost) CancelTurns(ctx context.Context, sess *host.Session) error
 		return err
 	}
 	for _, id := range append([]string{ids[len(ids)-1]}, earlier...) {
-		data, ok := h.s.awaitStored(ctx, id)
+		st, ok := h.s.awaitStored(ctx, id)
 		if !ok {
 			continue // never published: nothing to cancel
 		}
-		if env, err := e2a.FromJSON(data); err == nil && (!sess.Owns(env) || receivedSince(env, sess.CancelBefore)) {
+		if st.aged && !sess.OwnsFrames(st.frameUser) {
+			continue // its envelope aged out, its frames another principal's
+		}
+		if env, err := e2a.FromJSON(st.env); err == nil && (!sess.Owns(env) || receivedSince(env, sess.CancelBefore)) {
 			continue // another principal's, or received after the cancel
 		}
 		if err := h.s.cancel(ctx, id); err != nil {
@@ -379,6 +383,17 @@ func receivedSince(env *e2a.Envelope, t time.Time) bool {
 	return err == nil && !at.Before(t.Truncate(time.Microsecond))
 }
 
+// storedTurn is what awaitStored found of a request: its envelope, or,
+// when E2A_REQUESTS no longer holds it while E2A_RESPONSES holds frames of
+// it (aged: a turn running longer than E2A_REQUESTS_MAX_AGE, its
+// envelope, stored first, aged out first), the user_id its newest frame
+// carries (the envelope's, e2a.ResponseFor).
+type storedTurn struct {
+	env       []byte
+	aged      bool
+	frameUser string
+}
+
 // awaitStored reports whether requestID is stored in E2A_REQUESTS, and
 // returns its envelope, waiting for a turn whose session or task record
 // already holds it while its publish has not landed (publishTurn appends
@@ -389,11 +404,16 @@ func receivedSince(env *e2a.Envelope, t time.Time) bool {
 // carries (egress.WithListing) lists it no longer (refused once recorded,
 // stillOpen, or its publish failed: taken out again), or ctx ends; true
 // without an envelope, to cancel as before, when E2A_REQUESTS cannot be
-// read.
-func (s *Server) awaitStored(ctx context.Context, requestID string) ([]byte, bool) {
+// read. A request with frames in E2A_RESPONSES was stored: when
+// E2A_REQUESTS no longer holds it (aged out while it ran), the first miss
+// finds them and it is true at once (storedTurn.aged; one direct get more
+// on a miss). Before, such a request was awaited the whole wait and taken
+// for one never published: a task or session running longer than
+// E2A_REQUESTS_MAX_AGE could not be cancelled.
+func (s *Server) awaitStored(ctx context.Context, requestID string) (storedTurn, bool) {
 	subj, err := subjects.RequestAnyPool(requestID)
 	if err != nil {
-		return nil, false
+		return storedTurn{}, false
 	}
 	listed := egress.ListingOf(ctx)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.publishTimeout+time.Second)
@@ -401,20 +421,45 @@ func (s *Server) awaitStored(ctx context.Context, requestID string) ([]byte, boo
 	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
 		m, err := streams.LastBySubject(ctx, s.nc, streams.RequestsStream, subj)
 		if !errors.Is(err, streams.ErrNoMessages) {
-			return m.Data, err == nil || ctx.Err() == nil
+			return storedTurn{env: m.Data}, err == nil || ctx.Err() == nil
+		}
+		if wait == 2*time.Millisecond {
+			if user, ok := s.framesOf(ctx, requestID); ok {
+				return storedTurn{aged: true, frameUser: user}, true
+			}
 		}
 		if listed != nil {
 			if ids, err := listed(ctx); err == nil && !slices.Contains(ids, requestID) {
 				// Taken out of the record: stored only if its publish
 				// landed before its removal.
 				m, err := streams.LastBySubject(ctx, s.nc, streams.RequestsStream, subj)
-				return m.Data, err == nil
+				return storedTurn{env: m.Data}, err == nil
 			}
 		}
 		if sleepctx.Sleep(ctx, wait) != nil {
-			return nil, false
+			return storedTurn{}, false
 		}
 	}
+}
+
+// framesOf reports whether E2A_RESPONSES holds a frame of requestID, and
+// the user_id its newest frame carries (one direct get; false when it
+// cannot be read).
+func (s *Server) framesOf(ctx context.Context, requestID string) (user string, ok bool) {
+	subj, err := subjects.Response(requestID)
+	if err != nil {
+		return "", false
+	}
+	m, err := streams.LastBySubject(ctx, s.nc, streams.ResponsesStream, subj)
+	if err != nil {
+		return "", false
+	}
+	if last, _, err := e2a.LastInBurst(m.Header.Get(subjects.HeaderFrames), m.Data); err == nil {
+		if f, err := e2a.ResponseFromJSON(last); err == nil {
+			user = f.UserID
+		}
+	}
+	return user, true
 }
 
 // AuthMethods describes each configured scheme a client can use.
