@@ -77,6 +77,12 @@ type HistoricRequest struct {
 	// check stored frames: sequences from 0 without gap, else an error
 	// wrapping [ErrInvalidFrame] after the frames before it.
 	Frames []HistoricFrame
+	// Subject is the subject the envelope was stored under
+	// (e2a.req.<pool>.<id>) and Stored when it was stored, as E2A_REQUESTS
+	// held them; "" and zero when the History does not tell them
+	// ([Service.HistoricRequestMsg] needs both).
+	Subject string
+	Stored  time.Time
 }
 
 // HistoricFrame is one frame of a [HistoricRequest].

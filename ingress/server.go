@@ -280,6 +280,7 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	ts.history = eg.HistoricRequestMsg
 	o.tasks = ts
 	srv := &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc,
 		presence: streams.NewPresence(0)}

@@ -162,6 +162,10 @@ type TaskStore struct {
 	// append of a turn starts (appendAfter), before the record is read: a
 	// turn it holds is received and not yet recorded.
 	appending atomic.Pointer[func(kind, id, requestID string)]
+	// history finds a request E2A_REQUESTS no longer holds in the audit
+	// history (egress.Service.HistoricRequestMsg; nil: none), for a
+	// one-turn task still running when its request aged out (agedFirstTurn).
+	history func(ctx context.Context, id string) (streams.RawMsg, bool, error)
 	// contextRefresh is the age past which a write of a task writes the
 	// claim of its context again (keepContext; a new task of the context
 	// does at half of it: claimContext); negative when records never
@@ -1013,7 +1017,9 @@ func (s *TaskStore) firstTurn(ctx context.Context, id string) (*TaskRecord, erro
 		m, err = streams.LeaderLastBySubject(ctx, s.nc, streams.RequestsStream, subj)
 	}
 	if errors.Is(err, streams.ErrNoMessages) {
-		return nil, ErrTaskNotFound
+		if m, err = s.agedFirstTurn(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ingress: first request of task %q: %w", id, err)
@@ -1023,6 +1029,39 @@ func (s *TaskStore) firstTurn(ctx context.Context, id string) (*TaskRecord, erro
 		return nil, ErrTaskNotFound
 	}
 	return rec, nil
+}
+
+// agedFirstTurn is the stored request id that E2A_REQUESTS no longer
+// holds while E2A_RESPONSES still holds a frame of it, as the history
+// holds it (TaskStore.history): the first request of a task that ran, or
+// still runs, longer than E2A_REQUESTS_MAX_AGE (the envelope, stored
+// first, ages out first). Without it such a task was not found while it
+// ran: GetTask, CancelTask, SubscribeToTask and a message continuing it
+// answered TaskNotFound, the agent ran on uncancellable. A miss costs one
+// direct get on E2A_RESPONSES; the history is asked only when a frame is
+// there (an unknown task id, or one whose frames aged out too, asks
+// nothing more). ErrTaskNotFound when neither holds it.
+func (s *TaskStore) agedFirstTurn(ctx context.Context, id string) (streams.RawMsg, error) {
+	if s.history == nil {
+		return streams.RawMsg{}, ErrTaskNotFound
+	}
+	subj, err := subjects.Response(id)
+	if err != nil {
+		return streams.RawMsg{}, ErrTaskNotFound
+	}
+	if _, err := streams.LastBySubject(ctx, s.nc, streams.ResponsesStream, subj); errors.Is(err, streams.ErrNoMessages) {
+		return streams.RawMsg{}, ErrTaskNotFound
+	} else if err != nil {
+		return streams.RawMsg{}, fmt.Errorf("ingress: frames of task %q: %w", id, err)
+	}
+	m, found, err := s.history(ctx, id)
+	switch {
+	case err != nil:
+		return streams.RawMsg{}, fmt.Errorf("ingress: first request of task %q in the history: %w", id, err)
+	case !found:
+		return streams.RawMsg{}, ErrTaskNotFound
+	}
+	return m, nil
 }
 
 // firstTurnProbe is what firstTurnRecord reads of a stored envelope.

@@ -109,7 +109,7 @@ func (a *Auditor) request(ctx context.Context, id string, t, near time.Time) (_ 
 	if f.req == nil {
 		return egress.HistoricRequest{}, fmt.Errorf("%w: %q is not in the audit history", egress.ErrNotFound, id)
 	}
-	h := egress.HistoricRequest{Envelope: f.req.data}
+	h := egress.HistoricRequest{Envelope: f.req.data, Subject: f.req.subject, Stored: f.req.time}
 	owner := userID(f.req.data)
 	for _, m := range f.frames {
 		frames, _ := m.frames() // a malformed burst's pieces: the read API refuses them
