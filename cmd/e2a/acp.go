@@ -92,7 +92,8 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 		close(agentDone)
 	}
 	defer func() { stopAgent(); <-agentDone }()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithLogger(log), egress.WithProjections(protocols.FillProjections))
+	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithLogger(log), egress.WithProjections(protocols.FillProjections),
+		cfg.streamWaitLimits())
 	if err != nil {
 		return err
 	}

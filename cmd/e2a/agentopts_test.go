@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -155,5 +156,27 @@ func TestAgentDrainTimeout(t *testing.T) {
 	resp, body = testkit.Do(t, "GET", p.URL+"/v1/requests/drain-1?wait=true", "")
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "succeeded") {
 		t.Fatalf("the handed-back request: %d %s; want it finished by the next worker", resp.StatusCode, body)
+	}
+}
+
+// TestStreamWaitLimits: E2A_STREAM_IDLE_TIMEOUT bounds an answer's wait
+// for a request's next frame. Egress's 10 minutes were fixed: an agent
+// silent longer (a long model call, a human's approval) had every answer
+// following it (a stream, ?wait=true, an ACP prompt) end with a timeout
+// while it ran on, and no setting changed that. A demo answer with 2.5 s
+// between frames under a 1 s idle limit ends 504 timeout; the same answer
+// under 0 (no limit) is waited for to its end.
+func TestStreamWaitLimits(t *testing.T) {
+	for _, c := range []struct {
+		idle string
+		want int
+	}{{"1s", http.StatusGatewayTimeout}, {"0", http.StatusOK}} {
+		t.Run("E2A_STREAM_IDLE_TIMEOUT="+c.idle, func(t *testing.T) {
+			dev := startDev(t, []string{"E2A_STREAM_IDLE_TIMEOUT=" + c.idle})
+			resp, b := testkit.Do(t, "POST", dev.base+"/v1/requests?wait=true", `{"params":{"text":"slow","delay_ms":2000}}`)
+			if resp.StatusCode != c.want {
+				t.Errorf("an answer with 2 s between frames: %d %s; want %d", resp.StatusCode, b, c.want)
+			}
+		})
 	}
 }

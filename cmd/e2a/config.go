@@ -17,6 +17,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/redact"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -95,6 +96,14 @@ type Config struct {
 	// (default true; false: 404 once the hot streams dropped it). In a
 	// deployment the serve user reads both streams for it.
 	History bool `envconfig:"E2A_HISTORY" default:"true"`
+	// StreamFirstFrameWait and StreamIdleTimeout bound how long an answer
+	// that follows a request (a stream, `?wait=true`, a blocking A2A
+	// answer, an ACP prompt) waits for its first frame and for each next
+	// one (egress.WithWaitLimits, streamWaitLimits): past either it ends
+	// with a retryable timeout while the request runs on. 0: no limit
+	// (the keep-alives hold the connection); negative is refused.
+	StreamFirstFrameWait time.Duration `envconfig:"E2A_STREAM_FIRST_FRAME_WAIT" default:"5m"`
+	StreamIdleTimeout    time.Duration `envconfig:"E2A_STREAM_IDLE_TIMEOUT" default:"10m"`
 	// RequestsCompression, ResponsesCompression and AuditCompression are
 	// the streams' storage compression, none or s2 (docs/capacity.md,
 	// Bytes); a change applies to an existing stream through e2a streams
@@ -234,6 +243,12 @@ func LoadConfig() (Config, error) {
 	}
 	if c.AgentDeadline < 0 {
 		return c, fmt.Errorf("config: E2A_AGENT_DEADLINE (%s) must be 0 (none) or a positive duration", c.AgentDeadline)
+	}
+	if c.StreamFirstFrameWait < 0 {
+		return c, fmt.Errorf("config: E2A_STREAM_FIRST_FRAME_WAIT (%s) must be 0 (no limit) or a positive duration", c.StreamFirstFrameWait)
+	}
+	if c.StreamIdleTimeout < 0 {
+		return c, fmt.Errorf("config: E2A_STREAM_IDLE_TIMEOUT (%s) must be 0 (no limit) or a positive duration", c.StreamIdleTimeout)
 	}
 	if c.AgentDrainTimeout < 0 {
 		return c, fmt.Errorf("config: E2A_AGENT_DRAIN_TIMEOUT (%s) must be 0 (hand in-flight requests back at once) or a positive duration", c.AgentDrainTimeout)
@@ -647,4 +662,17 @@ func (u UpstreamConfig) headers() (map[string]string, error) {
 		out[k] = strings.TrimSpace(v)
 	}
 	return out, nil
+}
+
+// streamWaitLimits is egress's wait limits as E2A_STREAM_FIRST_FRAME_WAIT
+// and E2A_STREAM_IDLE_TIMEOUT give them: 0 is no limit (egress's
+// negative; its zero keeps its default).
+func (c Config) streamWaitLimits() egress.Option {
+	none := func(d time.Duration) time.Duration {
+		if d == 0 {
+			return -1
+		}
+		return d
+	}
+	return egress.WithWaitLimits(none(c.StreamFirstFrameWait), none(c.StreamIdleTimeout))
 }

@@ -246,7 +246,8 @@ func TestStreamLimitErrorsNameVariable(t *testing.T) {
 func TestBadValuesNameVariable(t *testing.T) {
 	for _, kv := range []string{"E2A_NATS_PORT=abc", "E2A_EXTENDED_CARD=maybe", "E2A_REQUESTS_COMPRESSION=zstd",
 		"E2A_REPLICAS=0", "E2A_AGENT_ACK_WAIT=500ms", "E2A_ARCHIVE_BATCH_BYTES=1", "E2A_TASKS_TTL=-1h",
-		"E2A_UPSTREAM_RETRIES=x", "E2A_REQUESTS_MAX_AGE=86400", "E2A_AGENT_DRAIN_TIMEOUT=-1s"} {
+		"E2A_UPSTREAM_RETRIES=x", "E2A_REQUESTS_MAX_AGE=86400", "E2A_AGENT_DRAIN_TIMEOUT=-1s",
+		"E2A_STREAM_FIRST_FRAME_WAIT=-1s", "E2A_STREAM_IDLE_TIMEOUT=-1m"} {
 		name, val, _ := strings.Cut(kv, "=")
 		t.Run(kv, func(t *testing.T) {
 			t.Setenv(name, val)

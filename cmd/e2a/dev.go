@@ -498,7 +498,7 @@ func newHTTP(ctx context.Context, cfg *Config, nc *nats.Conn, reg *prometheus.Re
 		return nil, err
 	}
 	eopts := []egress.Option{egress.WithRegisterer(reg), egress.WithLogger(log), egress.WithProjections(protocols.FillProjections),
-		egress.WithAuthorizer(egressAuthorizer(auth))}
+		egress.WithAuthorizer(egressAuthorizer(auth)), cfg.streamWaitLimits()}
 	hopts, err := historyOptions(*cfg, nc)
 	if err != nil {
 		return nil, err
