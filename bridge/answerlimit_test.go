@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/httpagent"
+	"github.com/e2a-pipeline/pipeline/bridge/openai"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
@@ -56,11 +58,87 @@ func servePool(t *testing.T, p *pipetest.Pipeline, pool, url string, max int64, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := bridge.New(pool, up, bridge.WithLogger(logger), bridge.WithMaxAnswerBytes(max))
+	serveUpstream(t, p, pool, up, logger, bridge.WithMaxAnswerBytes(max))
+}
+
+// serveUpstream serves pool on p with up, logging to logger, with the
+// bridge's options opts.
+func serveUpstream(t *testing.T, p *pipetest.Pipeline, pool string, up bridge.Upstream, logger *slog.Logger, opts ...bridge.Option) {
+	t.Helper()
+	h, err := bridge.New(pool, up, append([]bridge.Option{bridge.WithLogger(logger)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Pool(pool, h)
+}
+
+// modelStream is an OpenAI-compatible server answering n content deltas
+// of size bytes each, written at once (the bridge reads them as fast as
+// it can: the runtime coalesces them), then its finish reason and
+// [DONE]; every event names one completion id (the frames' metadata).
+func modelStream(t *testing.T, n, size int) string {
+	t.Helper()
+	event := func(delta, finish string) string {
+		return `data: {"id":"chatcmpl-9f8e7d6c5b4a39281706","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":` +
+			delta + `,"finish_reason":` + finish + `}]}` + "\n\n"
+	}
+	body := strings.Repeat(event(`{"content":"`+strings.Repeat("a", size)+`"}`, "null"), n) + event(`{}`, `"stop"`) + "data: [DONE]\n\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// serveModel serves pool on p with the OpenAI bridge to the model server
+// at url, the answer bounded to max bytes.
+func serveModel(t *testing.T, p *pipetest.Pipeline, pool, url string, max int64) {
+	t.Helper()
+	c, err := bridge.NewClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := openai.New(c, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveUpstream(t, p, pool, up, slog.Default(), bridge.WithMaxAnswerBytes(max))
+}
+
+// TestAnswerBoundCountsStoredText: the answer bound counts an answer's
+// text deltas as the runtime stores them, coalesced into frames that
+// carry the frames' metadata (an OpenAI answer's completion id) and the
+// delta's kind once: an answer of many small deltas reaches about the
+// bound in text before it is refused. Each delta was counted with its
+// own metadata, kind and quotes, so an answer of 16-byte deltas was
+// refused after about a quarter of the bound (16 of the ~65 bytes
+// counted per delta were its text), and one of 40 % of the bound failed.
+func TestAnswerBoundCountsStoredText(t *testing.T) {
+	const size, max = 16, 64 << 10
+	p := pipetest.Start(t)
+
+	serveModel(t, p, "under", modelStream(t, 4*max/10/size, size), max)
+	a := p.Ask(t, "under", `{"request_id":"under-1","params":{"text":"hi"}}`)
+	if f := a.Final(); f == nil || f.ResponseKind != e2a.KindComplete {
+		code, _ := a.ErrorCode()
+		t.Fatalf("an answer of %d bytes of text under a bound of %d: final frame e2a.error %s, %d bytes of text stored, want e2a.complete",
+			4*max/10, max, code, len(a.Text(e2a.DeltaText)))
+	}
+	if n := len(a.Text(e2a.DeltaText)); n != 4*max/10/size*size {
+		t.Fatalf("%d bytes of text stored, want %d", n, 4*max/10/size*size)
+	}
+
+	serveModel(t, p, "over", modelStream(t, 2*max/size, size), max)
+	a = p.Ask(t, "over", `{"request_id":"over-1","params":{"text":"hi"}}`)
+	if code, retryable := a.ErrorCode(); code != bridge.CodeProtocol || retryable {
+		t.Fatalf("an answer of twice the bound: final frame %s (%s), want e2a.error %s, not retryable", a.Final().ResponseKind, code, bridge.CodeProtocol)
+	}
+	n := len(a.Text(e2a.DeltaText))
+	t.Logf("%d bytes of text stored under a bound of %d", n, max)
+	if n < max*9/10 || n > max {
+		t.Fatalf("%d bytes of text stored before the refusal, want about the bound (%d..%d)", n, max*9/10, max)
+	}
 }
 
 // TestAnswerBytesBound: an upstream answer whose frames exceed the

@@ -87,9 +87,12 @@ const (
 // WithMaxAnswerBytes bounds the bytes of the frames one upstream answer
 // writes for a request (≥ MinAnswerBytes, default DefaultMaxAnswerBytes):
 // each frame's body as its JSON is stored (a text delta's escaped
-// string, a result, an error's message…) and the metadata it carries. The
-// frame that would pass the bound is not written: the upstream's answer
-// is read no further, its call cancelled, and the request ends with
+// string, a result, an error's message…) and the metadata it carries;
+// text and reasoning deltas as the runtime coalesces them (their kind and
+// metadata once per agent.DefaultCoalesceBytes of text), so an answer of
+// many small deltas reaches about the bound in text. The frame that would
+// pass the bound is not written: the upstream's answer is read no
+// further, its call cancelled, and the request ends with
 // upstream_protocol_error, not retryable (ErrAnswerTooLarge), the frames
 // before it kept. One answer cannot fill the responses stream
 // (E2A_RESPONSES, DiscardOld) and so evict every other request's frames.
@@ -388,19 +391,43 @@ type countingWriter struct {
 	max, bytes, meta int64
 	over             *Error
 	cancel           context.CancelCauseFunc
+	// run is the kind of the text or reasoning deltas written last (""
+	// after any other write), and runBytes their text since the one
+	// counted as a frame of its own: deltas the runtime coalesces into
+	// one frame are counted as it stores them (textCost).
+	run      string
+	runBytes int64
 }
 
-// admit counts a frame of body bytes (its metadata added) against the
+// textCost is what a text or reasoning delta s of kind adds to the
+// stored answer: the runtime coalesces such deltas, written faster than
+// its frames are stored, into frames of up to agent.DefaultCoalesceBytes
+// of text, each with the delta's kind and the metadata once; so a delta
+// that follows one of its kind within that much text adds its escaped
+// text alone, any other the whole frame it starts (its kind, its quotes,
+// the metadata). Each delta was counted as a frame, metadata and all:
+// an answer of 16-byte deltas was refused at a quarter of the bound.
+// (Deltas written slower than frames are stored are frames of their own:
+// their metadata is counted once per agent.DefaultCoalesceBytes of text.)
+func (c *countingWriter) textCost(kind, s string) int64 {
+	n := jsonStringLen(s)
+	if c.run == kind && c.runBytes+int64(len(s)) <= agent.DefaultCoalesceBytes {
+		c.runBytes += int64(len(s))
+		return n - 2
+	}
+	c.run, c.runBytes = kind, int64(len(s))
+	return int64(len(kind)) + n + c.meta
+}
+
+// admit counts a write of cost bytes (metadata included) against the
 // bound, or refuses it (and every later one) when it would pass it.
-func (c *countingWriter) admit(body int64) error {
+func (c *countingWriter) admit(cost int64) error {
 	if c.over != nil {
 		return c.over
 	}
-	n := c.bytes + body + c.meta
+	n := c.bytes + cost
 	if c.max > 0 && n > c.max {
-		c.over = &Error{Code: CodeProtocol, Err: ErrAnswerTooLarge, Message: fmt.Sprintf(
-			"upstream answer is larger than %d bytes (its frames as stored): stopped after %d frames of %d bytes",
-			c.max, c.n, c.bytes)}
+		c.over = c.overError()
 		if c.cancel != nil {
 			c.cancel(c.over)
 		}
@@ -408,6 +435,13 @@ func (c *countingWriter) admit(body int64) error {
 	}
 	c.bytes = n
 	return nil
+}
+
+// overError is the error of a write that would pass the bound.
+func (c *countingWriter) overError() *Error {
+	return &Error{Code: CodeProtocol, Err: ErrAnswerTooLarge, Message: fmt.Sprintf(
+		"upstream answer is larger than %d bytes (its frames as stored): stopped after %d writes of %d bytes",
+		c.max, c.n, c.bytes)}
 }
 
 // Hold passes agent.Hold on to the runtime's writer.
@@ -455,6 +489,7 @@ func (c *countingWriter) SetMetadata(m map[string]any) error {
 	if err := c.Writer.SetMetadata(m); err != nil {
 		return err
 	}
+	c.run = "" // text coalescing is written under its own metadata
 	switch {
 	case len(m) == 0:
 		c.meta = 0
@@ -508,7 +543,14 @@ func (c *countingWriter) wrote() {
 }
 
 func (c *countingWriter) Chunk(kind string, delta any) error {
-	if err := c.admit(int64(len(kind)) + jsonLen(delta)); err != nil {
+	var n int64
+	if s, ok := delta.(string); ok && (kind == e2a.DeltaText || kind == e2a.DeltaReasoning) {
+		n = c.textCost(kind, s)
+	} else {
+		c.run = ""
+		n = int64(len(kind)) + jsonLen(delta) + c.meta
+	}
+	if err := c.admit(n); err != nil {
 		return err
 	}
 	c.wrote()
@@ -516,7 +558,8 @@ func (c *countingWriter) Chunk(kind string, delta any) error {
 }
 
 func (c *countingWriter) Complete(result any) error {
-	if err := c.admit(jsonLen(result)); err != nil {
+	c.run = ""
+	if err := c.admit(jsonLen(result) + c.meta); err != nil {
 		return err
 	}
 	c.wrote()
@@ -534,7 +577,8 @@ func (c *countingWriter) Complete(result any) error {
 }
 
 func (c *countingWriter) Fail(code, message string, retryable bool) error {
-	if err := c.admit(int64(len(code)) + jsonLen(message)); err != nil {
+	c.run = ""
+	if err := c.admit(int64(len(code)) + jsonLen(message) + c.meta); err != nil {
 		return err
 	}
 	c.wrote()
@@ -547,7 +591,8 @@ func (c *countingWriter) Fail(code, message string, retryable bool) error {
 }
 
 func (c *countingWriter) Write(kind, status string, body any, final bool) error {
-	if err := c.admit(jsonLen(body)); err != nil {
+	c.run = ""
+	if err := c.admit(jsonLen(body) + c.meta); err != nil {
 		return err
 	}
 	c.wrote()
