@@ -213,3 +213,31 @@ func TestMaxAnswerBytesOption(t *testing.T) {
 		t.Errorf("1 KiB: %v", err)
 	}
 }
+
+// TestAnswerOverHalfTheBoundCompletes: an OpenAI answer whose text is more
+// than half the answer bound, which a frame (the server's max_payload)
+// could hold whole, completes: its text deltas are stored, and its final
+// frame, which cannot add the text again within the bound, leaves it out
+// and says so (content_omitted), as it does for a text larger than a
+// frame. The final frame's result was counted with the text, passed the
+// bound, and the request ended upstream_protocol_error after the whole
+// text was stored.
+func TestAnswerOverHalfTheBoundCompletes(t *testing.T) {
+	const size, max = 1024, 64 << 10
+	p := pipetest.Start(t)
+	serveModel(t, p, "half", modelStream(t, 40, size), max)
+	a := p.Ask(t, "half", `{"request_id":"half-1","params":{"text":"hi"}}`)
+	f := a.Final()
+	if f == nil || f.ResponseKind != e2a.KindComplete {
+		code, _ := a.ErrorCode()
+		t.Fatalf("an answer of %d bytes of text under a bound of %d: final frame e2a.error %s, want e2a.complete", 40*size, max, code)
+	}
+	if n := len(a.Text(e2a.DeltaText)); n != 40*size {
+		t.Fatalf("%d bytes of text stored, want %d", n, 40*size)
+	}
+	c, err := f.Complete()
+	res, _ := c.Result.(map[string]any)
+	if err != nil || res["content"] != nil || res["content_omitted"] == nil || res["finish_reason"] != "stop" {
+		t.Fatalf("final result %v (%v), want content_omitted without the content", res, err)
+	}
+}

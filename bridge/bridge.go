@@ -94,8 +94,13 @@ const (
 // pass the bound is not written: the upstream's answer is read no
 // further, its call cancelled, and the request ends with
 // upstream_protocol_error, not retryable (ErrAnswerTooLarge), the frames
-// before it kept. One answer cannot fill the responses stream
-// (E2A_RESPONSES, DiscardOld) and so evict every other request's frames.
+// before it kept. A final e2a.complete frame that would pass it is refused
+// as one larger than a frame is (agent.ErrFrameTooLarge, the bound's
+// *Error too): the A2A and OpenAI bridges then write it without the text
+// their deltas hold (text_omitted, content_omitted), so an answer of more
+// than half the bound completes. One answer cannot fill the responses
+// stream (E2A_RESPONSES, DiscardOld) and so evict every other request's
+// frames.
 func WithMaxAnswerBytes(n int64) Option {
 	return option.Check(ErrInvalidOption, n >= MinAnswerBytes, func(c *config) { c.maxAnswer = n },
 		"max answer bytes %d must be ≥ %d", n, MinAnswerBytes)
@@ -444,6 +449,21 @@ func (c *countingWriter) overError() *Error {
 		c.max, c.n, c.bytes)}
 }
 
+// finalOver is Complete's refusal of a final frame whose result would
+// pass the bound (an answer whose text, already stored as deltas, is
+// more than what is left of the bound): to the upstream it is
+// agent.ErrFrameTooLarge, on which the A2A and OpenAI bridges write
+// their final frame again without the text the deltas hold (text_omitted,
+// content_omitted), as they do for one larger than the server's
+// max_payload; that smaller one is admitted when it fits. It is the
+// bound's *Error to whoever returns it (Classify): an upstream that writes
+// no smaller final frame ends upstream_protocol_error as before. Unlike
+// the other writes' refusals it does not end the answer.
+type finalOver struct{ err *Error }
+
+func (e *finalOver) Error() string   { return e.err.Error() }
+func (e *finalOver) Unwrap() []error { return []error{e.err, agent.ErrFrameTooLarge} }
+
 // Hold passes agent.Hold on to the runtime's writer.
 func (c *countingWriter) Hold(on bool) { agent.Hold(c.Writer, on) }
 
@@ -559,7 +579,11 @@ func (c *countingWriter) Chunk(kind string, delta any) error {
 
 func (c *countingWriter) Complete(result any) error {
 	c.run = ""
-	if err := c.admit(jsonLen(result) + c.meta); err != nil {
+	n := jsonLen(result) + c.meta
+	if c.over == nil && c.max > 0 && c.bytes+n > c.max {
+		return &finalOver{c.overError()}
+	}
+	if err := c.admit(n); err != nil {
 		return err
 	}
 	c.wrote()

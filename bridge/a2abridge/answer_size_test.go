@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
@@ -21,21 +22,35 @@ import (
 // default bound on a message is taken as on the other bindings: it was
 // RESOURCE_EXHAUSTED, read as the agent's rate limit, retried (the agent
 // ran the task again each time) and the request ended
-// upstream_rate_limited, retryable.
+// upstream_rate_limited, retryable. A text of more than half the bridge's
+// answer bound (bridge.WithMaxAnswerBytes, 64 KiB in the cases "bound"),
+// under max_payload, completes so too: its final frame, counted with the
+// text, passed the bound, and the request ended upstream_protocol_error
+// after the whole text was stored.
 func TestLongTextAnswer(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		o    up.Options
-		size int // over max_payload; on gRPC over grpc-go's 4 MiB too
+		o     up.Options
+		size  int   // over max_payload (on gRPC over grpc-go's 4 MiB too), or over half the bound
+		bound int64 // the answer bound, when set
 	}{
-		{up.Options{Binding: up.JSONRPC}, 3 << 19}, {up.Options{Binding: up.JSONRPC, NoStreaming: true}, 3 << 19},
-		{up.Options{Binding: up.GRPC}, 9 << 19}, {up.Options{Binding: up.GRPC, NoStreaming: true}, 9 << 19},
+		{up.Options{Binding: up.JSONRPC}, 3 << 19, 0}, {up.Options{Binding: up.JSONRPC, NoStreaming: true}, 3 << 19, 0},
+		{up.Options{Binding: up.GRPC}, 9 << 19, 0}, {up.Options{Binding: up.GRPC, NoStreaming: true}, 9 << 19, 0},
+		{up.Options{Binding: up.JSONRPC}, 40 << 10, 64 << 10}, {up.Options{Binding: up.JSONRPC, NoStreaming: true}, 40 << 10, 64 << 10},
 	} {
-		t.Run(string(c.o.Binding)+map[bool]string{false: "/streamed", true: "/polled"}[c.o.NoStreaming], func(t *testing.T) {
+		name := string(c.o.Binding) + map[bool]string{false: "/streamed", true: "/polled"}[c.o.NoStreaming]
+		if c.bound > 0 {
+			name += "/bound"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			srv := up.Start(t, c.o)
 			p := pipetest.Start(t)
-			bridgePool(t, p, "agent", srv.BaseURL())
+			if c.bound > 0 {
+				p.Pool("agent", handlerWith(t, p, "agent", srv.BaseURL(), bridge.WithMaxAnswerBytes(c.bound), nil))
+			} else {
+				bridgePool(t, p, "agent", srv.BaseURL())
+			}
 			a := p.Ask(t, "agent", `{"params":{"text":"big: `+strconv.Itoa(c.size)+`"}}`)
 			f := a.Final()
 			if f == nil || f.ResponseKind != e2a.KindComplete {

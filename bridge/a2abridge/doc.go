@@ -112,8 +112,9 @@
 //     messages'), in the order first written, with an artifact's later
 //     text parts written natively, and the text of an artifact replaced
 //     whole replaced; a text too large for one frame (the NATS server's
-//     max_payload; its deltas were split into frames that fit) is left
-//     out, "text_omitted" saying so;
+//     max_payload; its deltas were split into frames that fit), or for
+//     what its deltas left of the answer bound
+//     (bridge.WithMaxAnswerBytes), is left out, "text_omitted" saying so;
 //     failed: e2a.error upstream_failed (not retryable) with the agent's
 //     message; rejected, and canceled by the agent itself: the agent's
 //     final status-update (an a2a.stream_event status_update frame,

@@ -120,9 +120,10 @@
 //     server's, else the one asked for),
 //     "refusal" (the model's refusal, delta.refusal, also written as the
 //     answer's text, when it refused)}; a text larger than a frame can
-//     be (the server's max_payload, agent.MaxFrameBytes) is left out,
-//     "content_omitted" saying so (the text deltas hold it), and is not
-//     kept by the bridge past that size while it streams.
+//     be (the server's max_payload, agent.MaxFrameBytes), or than what
+//     its deltas left of the answer bound (bridge.WithMaxAnswerBytes), is
+//     left out, "content_omitted" saying so (the text deltas hold it), and
+//     is not kept by the bridge past a frame's size while it streams.
 //
 // Every frame of the call carries the completion's id as metadata
 // llm_response_id ([MetadataResponseID]), with which the A2A renderers put
