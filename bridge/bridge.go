@@ -324,14 +324,20 @@ func classify(ctx context.Context, err error) error {
 }
 
 // scrubbed is be with the upstream's credentials taken out of its message
-// (a copy), when the upstream is a Scrubber.
+// (when the upstream is a Scrubber), the message then cut to
+// MaxErrorMessage characters (Clip): a copy when either changed it.
 func (h *Handler) scrubbed(be *Error) *Error {
+	msg := be.Message
 	s, ok := h.up.(Scrubber)
-	if !ok {
+	if ok {
+		msg = s.Scrub(msg)
+	}
+	msg = Clip(msg, MaxErrorMessage, nil)
+	if !ok && msg == be.Message {
 		return be
 	}
 	c := *be
-	c.Message = s.Scrub(c.Message)
+	c.Message = msg
 	return &c
 }
 

@@ -17,7 +17,8 @@
 //     request ([WithRetry]): a request whose frames have started is never
 //     re-run from the start (an upstream that can resume does so itself);
 //   - upstream errors mapped to e2a.error codes with retryable set
-//     truthfully ([Error], [Classify]); a call that ended because the
+//     truthfully ([Error], [Classify]), their messages cut to
+//     [MaxErrorMessage] characters; a call that ended because the
 //     request did (its cancel, its deadline, a shutdown) is the request's
 //     end, not an upstream error (outcome cancelled);
 //   - an upstream's credentials ([Scrubber]) taken out of its error

@@ -118,6 +118,16 @@ func Errorf(code string, retryable bool, format string, args ...any) *Error {
 // maxErrorBody bounds what is read of an upstream's error answer.
 const maxErrorBody = 2 << 10
 
+// MaxErrorMessage is the most characters of an *Error's message the
+// Handler writes into a request's e2a.error frame and its log line: the
+// rest is cut (Clip, after the upstream's credentials are scrubbed from
+// the whole). A bridge quotes an upstream's words in its errors, and
+// some of them come whole from an SDK: an A2A agent's error message
+// (a JSON-RPC error object, an HTTP+JSON google.rpc.Status, a gRPC
+// status), which a2a-go reads with the answer, up to the body bound
+// (WithMaxBodyBytes) on JSON-RPC.
+const MaxErrorMessage = 1000
+
 // Clip is the start of an upstream's words s for a message: at most n
 // characters (an invalid byte counts as one), with "…" when cut. scrub
 // (when not nil: the upstream's Scrubber) is applied to the whole of s
