@@ -92,10 +92,10 @@ func modelStream(t *testing.T, n, size int) string {
 }
 
 // serveModel serves pool on p with the OpenAI bridge to the model server
-// at url, the answer bounded to max bytes.
-func serveModel(t *testing.T, p *pipetest.Pipeline, pool, url string, max int64) {
+// at url, the answer bounded to max bytes, its client with copts.
+func serveModel(t *testing.T, p *pipetest.Pipeline, pool, url string, max int64, copts ...bridge.ClientOption) {
 	t.Helper()
-	c, err := bridge.NewClient(url)
+	c, err := bridge.NewClient(url, copts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,5 +239,75 @@ func TestAnswerOverHalfTheBoundCompletes(t *testing.T) {
 	res, _ := c.Result.(map[string]any)
 	if err != nil || res["content"] != nil || res["content_omitted"] == nil || res["finish_reason"] != "stop" {
 		t.Fatalf("final result %v (%v), want content_omitted without the content", res, err)
+	}
+}
+
+// jsonServer answers every call with body, typed application/json, and
+// reports on wrote the bytes it wrote before its end or the bridge's.
+func jsonServer(t *testing.T, body string, wrote chan<- int) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		n := 0
+		defer func() { wrote <- n }()
+		for n < len(body) {
+			m, err := w.Write([]byte(body[n:min(n+4<<10, len(body))]))
+			if n += m; err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestJSONAnswerBodyBound: an answer of one JSON document (typed
+// application/json) that an HTTP agent or an OpenAI-compatible server
+// answers to Client.Do is read up to the client's body bound
+// (WithMaxBodyBytes, 16 KiB here, E2A_UPSTREAM_MAX_ANSWER_BYTES for e2a
+// agent), as an SDK's answer is: past it the request ends
+// upstream_protocol_error, not retryable, naming the bound. The bridges
+// read it whole up to their own bound on a frame or event (1 MiB), the
+// body bound applying only to the clients given an SDK: 256 KiB answers
+// completed.
+func TestJSONAnswerBodyBound(t *testing.T) {
+	const bound, size = 16 << 10, 256 << 10
+	p := pipetest.Start(t)
+	text := strings.Repeat("a", size)
+	for _, c := range []struct {
+		pool, body string
+		serve      func(pool, url string)
+	}{
+		{"http", `{"answer":"` + text + `"}`, func(pool, url string) {
+			c, err := bridge.NewClient(url, bridge.WithMaxBodyBytes(bound))
+			if err != nil {
+				t.Fatal(err)
+			}
+			up, err := httpagent.New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			serveUpstream(t, p, pool, up, slog.Default())
+		}},
+		{"openai", `{"id":"chatcmpl-1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+			text + `"},"finish_reason":"stop"}]}`, func(pool, url string) {
+			serveModel(t, p, pool, url, bridge.DefaultMaxAnswerBytes, bridge.WithMaxBodyBytes(bound))
+		}},
+	} {
+		t.Run(c.pool, func(t *testing.T) {
+			wrote := make(chan int, 1)
+			c.serve(c.pool, jsonServer(t, c.body, wrote))
+			a := p.Ask(t, c.pool, `{"params":{"text":"hi"}}`)
+			code, retryable := a.ErrorCode()
+			var msg string
+			if b, err := a.Final().Error(); err == nil {
+				msg = b.Message
+			}
+			if code != bridge.CodeProtocol || retryable || !strings.Contains(msg, fmt.Sprint(bound)) {
+				t.Fatalf("a JSON answer of %d bytes past a body bound of %d: final frame %s (%s %q), want e2a.error %s naming the bound",
+					len(c.body), bound, a.Final().ResponseKind, code, msg, bridge.CodeProtocol)
+			}
+			t.Logf("the upstream wrote %d of its %d bytes", <-wrote, len(c.body))
+		})
 	}
 }

@@ -185,10 +185,15 @@ func WithIdleTimeout(d time.Duration) ClientOption {
 // an answer whole before the bridge sees any of it (a2a-go's JSON-RPC
 // SendMessage and GetTask, HTTP+JSON), so WithMaxAnswerBytes, which
 // counts the frames written, came too late for an upstream answering a
-// huge or endless JSON document. The read past the bound fails with an
+// huge or endless JSON document. It bounds so the body of a 2xx answer Do
+// returns that is one JSON document (application/json or a +json type),
+// which the bridges read whole too (an HTTP agent's JSON answer, an
+// OpenAI server's chat.completion instead of a stream), within their own
+// bound on a frame or an event. The read past the bound fails with an
 // *Error upstream_protocol_error, not retryable, wrapping
 // ErrAnswerTooLarge, and the call is ended (its connection closed). An
-// event stream is the SDK's to bound per event.
+// event stream is the SDK's to bound per event, and an answer of another
+// type Do returns (NDJSON, text) the bridge's.
 func WithMaxBodyBytes(n int64) ClientOption {
 	return option.Check(ErrInvalidOption, n >= MinAnswerBytes, func(c *Client) { c.maxBody = n },
 		"max body bytes %d must be ≥ %d", n, MinAnswerBytes)
@@ -479,7 +484,8 @@ func ParseURL(s string) (*url.URL, error) {
 // refused credentials, or no token of its token source (ErrNoToken,
 // whatever the token endpoint answered). With body non-nil, a 2xx
 // answer's body is given to it (read under the idle timeout, as every
-// answer's) before Probe returns.
+// answer's, but not under the body bound: body bounds its reading)
+// before Probe returns.
 func (c *Client) Probe(ctx context.Context, path string, body func(io.Reader)) (int, error) {
 	u := c.Base()
 	if path != "" {
@@ -493,7 +499,13 @@ func (c *Client) Probe(ctx context.Context, path string, body func(io.Reader)) (
 	resp, err := c.Do(req, nil)
 	if err == nil {
 		if body != nil {
-			body(resp.Body)
+			// Not under the body bound, which is an answer's: body
+			// bounds its own reading (a model list of some MB).
+			var r io.Reader = resp.Body
+			if b, ok := resp.Body.(*boundedBody); ok {
+				r = b.rc
+			}
+			body(r)
 		}
 		_ = resp.Body.Close()
 		return resp.StatusCode, nil
@@ -711,8 +723,9 @@ func (c *Client) SetHeaders(ctx context.Context, h http.Header, env *e2a.Envelop
 // classified (Classify). The body of the answer is guarded by the idle
 // timeout: a read that waits longer fails with ErrIdleTimeout and the
 // request is cancelled; a transport failure while reading it (a reset,
-// an HTTP/2 stream error) is, by Classify, upstream_unavailable. The
-// caller closes it.
+// an HTTP/2 stream error) is, by Classify, upstream_unavailable. A body
+// that is one JSON document (application/json, +json) is read up to the
+// body bound (WithMaxBodyBytes). The caller closes it.
 func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error) {
 	ctx, span := startCallSpan(req.Context(), req)
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -747,7 +760,23 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 	body := newIdleBody(resp.Body, c.idle, cancel)
 	body.mark = true // bodyReader's marking, without its own allocation
 	resp.Body = body
+	if jsonDocument(resp.Header.Get("Content-Type")) {
+		// One document, which a bridge reads whole (an HTTP agent's
+		// JSON answer, an OpenAI server's chat.completion).
+		resp.Body = &boundedBody{rc: body, max: c.maxBody}
+	}
 	return resp, nil
+}
+
+// jsonDocument reports a Content-Type of one JSON document:
+// application/json or a +json type, parameters aside, in any case (not
+// application/x-ndjson, a stream of them). It does not allocate.
+func jsonDocument(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.TrimSpace(mt)
+	const suffix = "+json"
+	return strings.EqualFold(mt, "application/json") ||
+		len(mt) > len(suffix) && strings.EqualFold(mt[len(mt)-len(suffix):], suffix)
 }
 
 // bodyReader marks the transport's failures to read a 2xx answer's body
@@ -777,6 +806,9 @@ func isDecodeError(err error) bool {
 // fails then, the call's context cancelled with the cause given (as Do's
 // idle timeout ends it). It is nil for any other body.
 func BodyCancel(body io.ReadCloser) context.CancelCauseFunc {
+	if b, ok := body.(*boundedBody); ok {
+		body = b.rc
+	}
 	if b, ok := body.(*idleBody); ok {
 		return b.cancel
 	}

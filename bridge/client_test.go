@@ -754,3 +754,38 @@ func TestClientWithKeyHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeBodyNotBounded: Do reads an answer typed JSON up to the body
+// bound (WithMaxBodyBytes, an answer's), but the body Probe gives its
+// reader is whole: e2a agent reads an OpenAI server's model list (some
+// MB on OpenRouter) with a bound of its own, whatever
+// E2A_UPSTREAM_MAX_ANSWER_BYTES says.
+func TestProbeBodyNotBounded(t *testing.T) {
+	list := `{"object":"list","data":[` + strings.Repeat(`{"id":"m"},`, 1000) + `{"id":"m"}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, list)
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL, WithMaxBodyBytes(MinAnswerBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	var rerr error
+	if _, err := c.Probe(context.Background(), "models", func(r io.Reader) { n, rerr = io.Copy(io.Discard, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if n != int64(len(list)) || rerr != nil {
+		t.Fatalf("Probe's reader read %d bytes (%v) of a model list of %d", n, rerr, len(list))
+	}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL, nil)
+	resp, err := c.Do(req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); !errors.Is(err, ErrAnswerTooLarge) {
+		t.Fatalf("Do's answer of %d bytes read past a bound of %d: %v", len(list), MinAnswerBytes, err)
+	}
+}

@@ -41,7 +41,8 @@
 // ([Credentials]: never logged, never published, never stored), W3C
 // trace context (traceparent) propagated to the upstream, and, on the
 // clients it gives an SDK (Client.HTTP, Client.HTTPRefusing), a bound on
-// the bytes read of an answer's body that is not an event stream
+// the bytes read of an answer's body that is not an event stream, and on
+// the body of an answer of Client.Do that is one JSON document
 // ([WithMaxBodyBytes], default the answer bound [DefaultMaxAnswerBytes]):
 // an SDK reads such an answer (a2a-go's JSON-RPC SendMessage and GetTask)
 // whole before any frame is written and counted by [WithMaxAnswerBytes],

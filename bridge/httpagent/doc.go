@@ -48,7 +48,11 @@
 //     other value (an object without "response_kind", an array, a string,
 //     a number, true, false, null) is the request's result: the bridge
 //     writes e2a.complete {"result": value}. The smallest agent answers
-//     {"reply": "…"} and is done.
+//     {"reply": "…"} and is done. It is read up to the frame bound and
+//     the client's body bound (bridge.WithMaxBodyBytes, e2a agent's
+//     E2A_UPSTREAM_MAX_ANSWER_BYTES): past the latter, typed
+//     application/json or +json, the request ends upstream_protocol_error
+//     naming it.
 //   - text/plain (UTF-8, US-ASCII, or ISO-8859-1, a Java servlet's
 //     default, decoded): the request's result is the text, a string, as
 //     the JSON answer "…" would be; its trailing line breaks are dropped.

@@ -80,7 +80,9 @@
 // (application/x-ndjson, text/plain), when it starts as one (a data,
 // event, id or retry field, or a comment), as the official clients read
 // any answer to a streamed call. A server that answers with one JSON
-// object instead (it does not stream) is read as a client reads it: a
+// object instead (it does not stream) is read as a client reads it, up to
+// the event bound and, typed application/json, the client's body bound
+// (bridge.WithMaxBodyBytes: upstream_protocol_error past it): a
 // whole chat.completion as the one chunk that carries it (its message as
 // the delta, its tool calls numbered in order), so it gives the same
 // frames; an error object answered with 200 (or Google's array holding
