@@ -69,12 +69,12 @@ func waitSignal(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // newProxiedAuditor is a Proxied with an Auditor on its proxied connection
-// (a short call timeout: a read during a cut gives up at once) and the
-// live feed (liveFeed) on its direct one.
-func newProxiedAuditor(ctx context.Context, t *testing.T) (*Proxied, *Auditor, <-chan *nats.Msg) {
+// with call timeout d (a short one: a read during a cut gives up at once)
+// and the live feed (liveFeed) on its direct one.
+func newProxiedAuditor(ctx context.Context, t *testing.T, d time.Duration) (*Proxied, *Auditor, <-chan *nats.Msg) {
 	t.Helper()
 	p := NewProxied(t)
-	a, err := New(p.TNC, WithCallTimeout(50*time.Millisecond))
+	a, err := New(p.TNC, WithCallTimeout(d))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestTailRetriesAFailedEnvelopeLookup(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			p, a, live := newProxiedAuditor(ctx, t)
+			p, a, live := newProxiedAuditor(ctx, t, 50*time.Millisecond)
 			const id = "lookup-cut"
 			store := func() { natstest.PublishRequest(t, p.JS, "demo", &e2a.Envelope{RequestID: id, TaskID: "wanted"}) }
 			var msgs []*nats.Msg
@@ -242,12 +242,14 @@ func TestTailDropsFramesOfOtherRequests(t *testing.T) {
 
 // filteredTailer returns a test tailer (newTestTailer) with filter q on a
 // proxied auditor (newProxiedAuditor), and the context of the test's calls
-// (30 s at most).
+// (30 s at most). Its call timeout is long enough for a loaded machine: the
+// tests count the direct gets, and a read given up and sent again is one
+// more (50 ms: one or two more in a run beside other packages' tests).
 func filteredTailer(t *testing.T, q Query) (context.Context, *Proxied, *tailer, *[]Record, <-chan *nats.Msg) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
-	p, a, live := newProxiedAuditor(ctx, t)
+	p, a, live := newProxiedAuditor(ctx, t, time.Second)
 	tl, recs := newTestTailer(ctx, t, a)
 	tl.q = q
 	return ctx, p, tl, recs, live
