@@ -26,7 +26,11 @@ import (
 //
 // The Service asks it only where it would answer 404 otherwise (the hot
 // streams hold neither the request's envelope nor any frame of it; for a
-// principal that does not see every request, no envelope), and only for
+// principal that does not see every request, no envelope of its own: an
+// id another principal took again once the first request left the hot
+// streams is read by the first request's owner from the History, whose
+// copy is that request, never followed into the hot streams, whose
+// frames are the newcomer's), and only for
 // an id whose time can be read ([RequestIDTime]: the UUIDv7s the pipeline
 // makes), so that a lookup is a search from that time, never a scan of the
 // history; any other unknown id is answered 404 without asking, but for

@@ -467,6 +467,10 @@ type known struct {
 	history bool
 	// asked: the History was asked already and has no copy (seen).
 	asked bool
+	// taken: hist is the reader's request of an id another principal's
+	// request holds in the hot streams (owned): the hot frames are that
+	// request's, never followed after the copy's.
+	taken bool
 	p     tenant.Principal
 	// e2aStream: an E2A stream, whose resume point past the final frame
 	// is answered 204 No Content (resumeFrom).
@@ -578,7 +582,10 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 	if h != nil {
 		var rest int64
 		nFrames, rest, err = s.driveHistoric(o, rend, format, requestID, from, h, start)
-		if err == nil && rest >= 0 {
+		switch {
+		case err == nil && rest >= 0 && k.taken:
+			err = noFinalFrame(requestID) // the hot frames are another request's
+		case err == nil && rest >= 0:
 			var n int
 			n, err = s.followHot(ctx, o, rend, format, requestID, rest, nFrames, hotOpts, start)
 			nFrames += n
@@ -851,7 +858,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		finish(NewE2AJSON(o, id, nil, false, 0), err)
 		return
 	}
-	histEnv, historic := s.historicJSON(ctx, id, k.hist)
+	histEnv, historic := s.historicJSON(ctx, id, k)
 	if historic {
 		s.serveHistoricJSON(r, o, id, from, wait, k.hist)
 		return
@@ -930,18 +937,20 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 }
 
 // historicJSON is how the aggregated JSON answers request id when the
-// ownership check found its copy in the History (h; nil: it did not, and
-// neither is returned): from the copy (historic), or, when the copy holds
-// no final frame and the hot streams hold frames of it (a request still
-// running when its envelope left E2A_REQUESTS, stored before its frames),
-// from the hot streams as any request is, with the copy's envelope (env),
-// its wait for the final frame included.
-func (s *Service) historicJSON(ctx context.Context, id string, h *HistoricRequest) (env []byte, historic bool) {
+// ownership check found its copy in the History (k.hist; nil: it did not,
+// and neither is returned): from the copy (historic), or, when the copy
+// holds no final frame and the hot streams hold frames of it (a request
+// still running when its envelope left E2A_REQUESTS, stored before its
+// frames; not k.taken: those are another request's), from the hot streams
+// as any request is, with the copy's envelope (env), its wait for the
+// final frame included.
+func (s *Service) historicJSON(ctx context.Context, id string, k known) (env []byte, historic bool) {
+	h := k.hist
 	if h == nil {
 		return nil, false
 	}
 	frames, err := h.frames(id)
-	if err != nil || len(frames) > 0 && frames[len(frames)-1].IsFinal() {
+	if err != nil || k.taken || len(frames) > 0 && frames[len(frames)-1].IsFinal() {
 		return nil, true
 	}
 	if last, err := s.lastFrame(ctx, id); err != nil || last == nil {
@@ -1563,8 +1572,17 @@ func (s *Service) owned(w http.ResponseWriter, r *http.Request, p tenant.Princip
 		// tell another's request from none; the timing does, by the fetch
 		// and decoding of its envelope (docs/security.md), no more than a
 		// request naming the id (409 conflict) tells.
+		// The History's copy is p's own when the id was taken again by
+		// another principal once p's request left the hot streams
+		// (ingress refuses that only while they hold it): p reads its
+		// request there, as before the id was taken, and never the hot
+		// request's frames (known.taken).
 		if _, err = confirmRequest(r.Context(), s.mux, s.streamNames().requests, id); err == nil && s.historyMay(id) {
-			if _, herr := s.fromHistory(r.Context(), id, p.ID); herr != nil && !errors.Is(herr, ErrNotFound) {
+			h, herr := s.fromHistory(r.Context(), id, p.ID)
+			switch {
+			case herr == nil && p.Allows(tenant.Read, ownerOfData(h.Envelope)):
+				return known{hist: h, taken: true}, true
+			case herr != nil && !errors.Is(herr, ErrNotFound):
 				err = herr
 			}
 		}

@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -105,6 +107,67 @@ func TestHistoryReusedIDKeepsAnotherPrincipalsFramesOut(t *testing.T) {
 		got := getAnswer(t, srv.URL+"/v1/requests/"+id+p, "alice")
 		if strings.Contains(got.Body, "bob-secret") || !strings.Contains(got.Body, id) {
 			t.Errorf("alice's GET %s of her id: %d %.300s, want her request without bob's frames", p, got.Status, got.Body)
+		}
+	}
+}
+
+// takeID stores bob's request under id, which the hot streams no longer
+// hold (alice's aged out): its envelope and its first chunk, running.
+func takeID(t *testing.T, js jetstream.JetStream, nc *nats.Conn, id string) {
+	t.Helper()
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: "chat.send", UserID: "bob"},
+		subjects.HeaderMsgID, id+"-bob")
+	natstest.PublishBurst(t, nc, id, 0, 0, secretFrame(t, id, "bob", 0, false, "bob-secret-chunk"))
+}
+
+// A request id taken again by bob once alice's request left the hot
+// streams: while bob's request is hot, alice's reads of her id are
+// answered from the history, exactly as the hot streams answered them
+// (they were the 404 of an unknown id: the hot envelope, bob's, decided,
+// though the history held hers), and bob reads his own.
+func TestReusedIDHotAnswersTheFirstOwnerFromTheHistory(t *testing.T) {
+	t.Parallel()
+	js, nc, _, srv := historyServer(t)
+	id := storeOwned(t, js, nc, false)
+	hot := hotAnswers(t, srv, []string{id})
+	waitAudit(t, js, 5)
+	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
+	takeID(t, js, nc, id)
+	for _, c := range testkit.ReadAPIReads {
+		if got, want := getAnswer(t, srv.URL+"/v1/requests/"+id+c.Path, "alice", c.Hdr...), hot[id+" "+c.Name]; got != want {
+			t.Errorf("%s as alice, her id taken by bob: %+v\nwant her request as the hot streams answered it: %+v", c.Name, got, want)
+		}
+	}
+	if got := getAnswer(t, srv.URL+"/v1/requests/"+id, "bob"); got.Status != http.StatusAccepted || !strings.Contains(got.Body, "bob-secret-chunk") {
+		t.Errorf("bob's read of his running request: %+v", got)
+	}
+}
+
+// The same with alice's copy holding no final frame (no worker answered
+// her): her reads end as one whose wait ran out, as without bob's request
+// (TestHistoryWithoutFinalFrame), and never follow the hot frames, which
+// are bob's.
+func TestReusedIDHotFramesNotFollowedFromTheFirstOwnersCopy(t *testing.T) {
+	t.Parallel()
+	js, nc, srv, id := alicesRequest(t)
+	publishFrame(t, js, id, 0, frame(id, 0, false))
+	waitAudit(t, js, 2)
+	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
+	takeID(t, js, nc, id)
+	for _, p := range []string{"", "?wait=true", "/stream"} {
+		got := getAnswer(t, srv.URL+"/v1/requests/"+id+p, "alice")
+		want := http.StatusOK
+		switch p {
+		case "":
+			want = http.StatusAccepted
+		case "?wait=true":
+			want = http.StatusGatewayTimeout
+		}
+		if strings.Contains(got.Body, "bob-secret") || got.Status != want || !strings.Contains(got.Body, id) {
+			t.Errorf("alice's GET %s of her id taken by bob: %d %.400s, want %d, her request without bob's frames", p, got.Status, got.Body, want)
+		}
+		if p == "/stream" && !strings.Contains(got.Body, `"code":"`+egress.CodeTimeout+`"`) {
+			t.Errorf("alice's stream: %.400s, want it to end as one whose wait ran out", got.Body)
 		}
 	}
 }
