@@ -274,18 +274,35 @@ func publishRetry(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.
 const tracerName = "github.com/e2a-pipeline/pipeline/ingress"
 
 // startPublishSpan starts the producer span of a request's publish and
-// writes its context into env.Trace.
+// writes its context into env.Trace. Its parent is the span in ctx (the
+// door's server span, child of the call's traceparent header), else the
+// trace context env carries; and env's when it names another trace than
+// ctx's span: the request's own trace context came in its body (an ACP
+// prompt's params._meta, an E2A envelope's trace) without a header, and
+// the server span, started before the body was read, is a root of its
+// own. The request then joins the client's trace, as over stdio, and its
+// publish span links that server span (OpenTelemetry's way to relate a
+// span to a context that is not its parent). A header and a body's
+// context both sent: the door kept the header's (normalizer), the server
+// span's trace.
 func startPublishSpan(ctx context.Context, pool, subj string, env *e2a.Envelope) (context.Context, trace.Span) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	var opts []trace.SpanStartOption
+	switch sc := trace.SpanContextFromContext(ctx); {
+	case !sc.IsValid():
 		ctx = tracing.Extract(ctx, env.Trace)
+	case env.Trace != nil:
+		if own := tracing.Extract(ctx, env.Trace); trace.SpanContextFromContext(own).TraceID() != sc.TraceID() {
+			ctx = own
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		}
 	}
 	attrs := []attribute.KeyValue{tracing.MessagingSystem, tracing.Destination(subj),
 		tracing.AttrRequestID.String(env.RequestID), tracing.AttrPool.String(pool)}
 	if env.Provenance != nil && env.Provenance.SourceProtocol != "" {
 		attrs = append(attrs, tracing.AttrProtocol.String(env.Provenance.SourceProtocol))
 	}
-	ctx, span := tracing.Tracer(tracerName).Start(ctx, "publish e2a.req", trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attrs...))
+	ctx, span := tracing.Tracer(tracerName).Start(ctx, "publish e2a.req", append(opts, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attrs...))...)
 	if t := tracing.Inject(ctx); t != nil {
 		env.Trace = t
 	}

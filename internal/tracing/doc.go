@@ -18,7 +18,10 @@
 // context the envelope and the message headers carry:
 //
 //	HTTP POST /v1/requests   (server; ingress, parent: the client's traceparent)
-//	└─ publish e2a.req       (producer; its context is written into the envelope and headers)
+//	└─ publish e2a.req       (producer; its context is written into the envelope and headers;
+//	                          a call whose trace context is in its body only, an ACP prompt's
+//	                          params._meta, an envelope's trace: the child of that context,
+//	                          linking the server span)
 //	   └─ process <pool>     (consumer; the agent's handling)
 //	      └─ publish e2a.resp (producer; one per frame)
 //	GET /v1/requests/{id}/stream → egress <format> (the stream or replay;

@@ -126,9 +126,17 @@ func startRevRigTracing(t *testing.T, on bool) *revRig {
 // whole answer.
 func (r *revRig) post(t *testing.T, path, accept, body string) (int, string) {
 	t.Helper()
+	return r.postTraced(t, path, accept, body, revParent)
+}
+
+// postTraced is post with traceparent as the header ("": none).
+func (r *revRig) postTraced(t *testing.T, path, accept, body, traceparent string) (int, string) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, r.url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", revParent)
+	if traceparent != "" {
+		req.Header.Set("traceparent", traceparent)
+	}
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
@@ -244,9 +252,10 @@ func TestTraceA2AV1SendMessage(t *testing.T) {
 	r.checkChain(t, r.handled(t))
 }
 
-// ACP session/prompt over HTTP with a traceparent header, same checks.
-func TestTraceACPPrompt(t *testing.T) {
-	r := startRevRig(t)
+// acpSession starts an ACP session of the traced pool over HTTP and
+// returns its id.
+func (r *revRig) acpSession(t *testing.T) string {
+	t.Helper()
 	code, body := r.post(t, "/pools/traced/acp", "", `{"jsonrpc":"2.0","id":"new","method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
 	var res struct {
 		Result struct {
@@ -256,8 +265,14 @@ func TestTraceACPPrompt(t *testing.T) {
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &res) != nil || res.Result.SessionID == "" {
 		t.Fatalf("session/new: %d %s", code, body)
 	}
-	code, body = r.post(t, "/pools/traced/acp", "", `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"`+
-		res.Result.SessionID+`","prompt":[{"type":"text","text":"hi"}]}}`)
+	return res.Result.SessionID
+}
+
+// ACP session/prompt over HTTP with a traceparent header, same checks.
+func TestTraceACPPrompt(t *testing.T) {
+	r := startRevRig(t)
+	code, body := r.post(t, "/pools/traced/acp", "", `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"`+
+		r.acpSession(t)+`","prompt":[{"type":"text","text":"hi"}]}}`)
 	if code != http.StatusOK || !strings.Contains(body, "end_turn") {
 		t.Fatalf("session/prompt: %d %s", code, body)
 	}
