@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -112,12 +114,28 @@ func TestHistoryReusedIDKeepsAnotherPrincipalsFramesOut(t *testing.T) {
 }
 
 // takeID stores bob's request under id, which the hot streams no longer
-// hold (alice's aged out): its envelope and its first chunk, running.
-func takeID(t *testing.T, js jetstream.JetStream, nc *nats.Conn, id string) {
+// hold (alice's aged out): its envelope and its first chunk, running, or
+// with final its final frame too.
+func takeID(t *testing.T, js jetstream.JetStream, nc *nats.Conn, id string, final bool) {
 	t.Helper()
 	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: "chat.send", UserID: "bob"},
 		subjects.HeaderMsgID, id+"-bob")
-	natstest.PublishBurst(t, nc, id, 0, 0, secretFrame(t, id, "bob", 0, false, "bob-secret-chunk"))
+	frames := [][]byte{secretFrame(t, id, "bob", 0, false, "bob-secret-chunk")}
+	if final {
+		frames = append(frames, secretFrame(t, id, "bob", 1, true, "bob-secret-result"))
+	}
+	natstest.PublishBurst(t, nc, id, 0, 0, frames...)
+}
+
+// alicesAgedOut is alicesRequest with its first frame, once the hot
+// streams dropped both (copied into E2A_AUDIT).
+func alicesAgedOut(t *testing.T) (jetstream.JetStream, *nats.Conn, *httptest.Server, string) {
+	t.Helper()
+	js, nc, srv, id := alicesRequest(t)
+	publishFrame(t, js, id, 0, frame(id, 0, false))
+	waitAudit(t, js, 2)
+	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
+	return js, nc, srv, id
 }
 
 // A request id taken again by bob once alice's request left the hot
@@ -132,7 +150,7 @@ func TestReusedIDHotAnswersTheFirstOwnerFromTheHistory(t *testing.T) {
 	hot := hotAnswers(t, srv, []string{id})
 	waitAudit(t, js, 5)
 	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
-	takeID(t, js, nc, id)
+	takeID(t, js, nc, id, false)
 	for _, c := range testkit.ReadAPIReads {
 		if got, want := getAnswer(t, srv.URL+"/v1/requests/"+id+c.Path, "alice", c.Hdr...), hot[id+" "+c.Name]; got != want {
 			t.Errorf("%s as alice, her id taken by bob: %+v\nwant her request as the hot streams answered it: %+v", c.Name, got, want)
@@ -149,11 +167,8 @@ func TestReusedIDHotAnswersTheFirstOwnerFromTheHistory(t *testing.T) {
 // are bob's.
 func TestReusedIDHotFramesNotFollowedFromTheFirstOwnersCopy(t *testing.T) {
 	t.Parallel()
-	js, nc, srv, id := alicesRequest(t)
-	publishFrame(t, js, id, 0, frame(id, 0, false))
-	waitAudit(t, js, 2)
-	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
-	takeID(t, js, nc, id)
+	js, nc, srv, id := alicesAgedOut(t)
+	takeID(t, js, nc, id, false)
 	for _, p := range []string{"", "?wait=true", "/stream"} {
 		got := getAnswer(t, srv.URL+"/v1/requests/"+id+p, "alice")
 		want := http.StatusOK
@@ -169,5 +184,38 @@ func TestReusedIDHotFramesNotFollowedFromTheFirstOwnersCopy(t *testing.T) {
 		if p == "/stream" && !strings.Contains(got.Body, `"code":"`+egress.CodeTimeout+`"`) {
 			t.Errorf("alice's stream: %.400s, want it to end as one whose wait ran out", got.Body)
 		}
+	}
+}
+
+// e2a replay <id> of an id bob took again once alice's request left the
+// hot streams, once both left them: alice's envelope (the first in the
+// id's window) is reported with her frames only. Bob's frames, read after
+// her copy up to a final frame, were reported as hers (sequences 0 and 1
+// again after her frame 0: bob's answer under alice's request).
+func TestReplayReusedIDReportsTheEnvelopesOwnFrames(t *testing.T) {
+	t.Parallel()
+	js, nc, _, id := alicesAgedOut(t)
+	takeID(t, js, nc, id, true)
+	waitAudit(t, js, 4)
+	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
+	a, err := audit.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []string
+	if _, err := a.Replay(testCtx(t), audit.Query{RequestIDs: []string{id}}, func(r audit.Record) error {
+		b, err := json.Marshal(r)
+		if r.Kind == audit.KindRequest && !strings.Contains(string(b), `alice`) {
+			t.Errorf("the request reported: %s, want alice's", b)
+		}
+		if r.Kind == audit.KindFrame {
+			frames = append(frames, string(b))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != 1 || strings.Contains(frames[0], "bob") {
+		t.Errorf("the frames reported of alice's request: %q, want her frame 0 alone", frames)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -338,6 +339,7 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 		if err != nil {
 			return nil, err
 		}
+		frames = ownFrames(f.req, frames)
 		if len(frames) > len(f.frames) {
 			f.frames = frames
 		}
@@ -352,6 +354,23 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 		f.pool = auditPool(f.req)
 	}
 	return f, nil
+}
+
+// ownFrames is frames less the messages whose frames name another
+// user_id than req's envelope (all of them when req is nil): an id taken
+// again by another principal once the first request left the hot streams
+// (ingress refuses that only while they hold it) has both requests' frames
+// in E2A_AUDIT, and those read after req's copy may be the newcomer's
+// (its frames from 0 again, under the first request's envelope).
+func ownFrames(req *storedMsg, frames []*storedMsg) []*storedMsg {
+	if req == nil {
+		return frames
+	}
+	owner := userID(req.data)
+	return slices.DeleteFunc(frames, func(m *storedMsg) bool {
+		u := userID(m.firstFrame())
+		return u != "" && u != owner
+	})
 }
 
 // auditPool is the pool of the request m, by its subject ("" when it
