@@ -246,15 +246,24 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	}
 	t.Cleanup(c.shutdown)
 	// Every node routes to every node, so the route ports are chosen first.
-	ports := FreePorts(t, n)
+	// The client ports too, below the ephemeral range (FreePorts): a node
+	// restarts on its port, which an outgoing connection (a client's
+	// reconnect while the node is down) may hold in that range, leaving
+	// the node without its client listener ("restart node 1: … no client
+	// listener after 10s", TestReadyzDegradedWithoutQuorum beside other
+	// load).
+	ports := FreePorts(t, 2*n)
 	routes := make([]string, n)
-	for i, p := range ports {
+	for i, p := range ports[:n] {
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
 	}
 	for i := range n {
 		eo := o.embedded
 		eo.StoreDir = dirs[i]
 		eo.ServerName = fmt.Sprintf("n%d", i)
+		if eo.Port == 0 {
+			eo.Port = ports[n+i]
+		}
 		eo.Cluster = &streams.ClusterOptions{Name: ClusterName, Port: ports[i], Routes: routes}
 		e, err := streams.StartEmbedded(eo)
 		if err != nil {
