@@ -48,7 +48,8 @@
 // method handlers, so the server's other services (reflection) are not
 // gated; a request message that does not decode is INVALID_ARGUMENT, on
 // the streaming methods too (the binding's codec, which the server
-// registers: Bindings' GRPCServerOptions). The handler reads a transport-free call from the context (its
+// registers: Bindings' GRPCServerOptions), and so is a streaming call
+// sending no request message or several (their stream counts them). The handler reads a transport-free call from the context (its
 // headers, agent pool, A2A-Version and the admitted [host.BindingCaller]), and
 // reaches the pipeline only through [Host] and [host.BindingCaller]:
 // the task store under the ownership rule ([host.TaskStore]: every read

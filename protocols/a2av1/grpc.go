@@ -3,7 +3,9 @@ package a2av1
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -79,12 +81,19 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	d.Streams = slices.Clone(desc.Streams)
 	for i := range d.Streams {
 		next := d.Streams[i].Handler
+		// A method taking one request message is registered as taking a
+		// stream of them, and its stream counts them (ctxStream.one):
+		// gRPC's count writes its own INTERNAL status when the client sends
+		// none or several (serverStream.RecvMsg), before the handler sees
+		// the error.
+		one := !d.Streams[i].ClientStreams
+		d.Streams[i].ClientStreams = true
 		d.Streams[i].Handler = func(srv any, ss grpc.ServerStream) error {
 			ctx, err := g.admit(ss.Context())
 			if err != nil {
 				return err
 			}
-			err = next(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+			err = next(srv, &ctxStream{ServerStream: ss, ctx: ctx, one: one})
 			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && *c.tooMany {
 				// Refused for want of a stream slot: as every door answers
 				// it (the SDK's transport says internal error).
@@ -123,11 +132,14 @@ func unavailableStatus(err error) error {
 
 // ctxStream is a server stream with the call's context, whose request is
 // checked as it is received (checkedDecoder); req is where it is received
-// (recv).
+// (recv). With one, the method takes one request message, which the
+// stream's RecvMsg receives and then waits for the client's end of
+// sending, as gRPC's does for a method so declared.
 type ctxStream struct {
 	grpc.ServerStream
 	ctx context.Context
 	req streamRequest
+	one bool
 }
 
 func (c *ctxStream) Context() context.Context { return c.ctx }
@@ -140,21 +152,42 @@ func (c *ctxStream) RecvMsg(m any) error { return checkedDecoder(c.ctx, c.recv)(
 // (parseError, in the words gRPC gives a unary call's), where gRPC's
 // RecvMsg would fail and write its own INTERNAL status before the
 // handler saw the error. Elsewhere the request decodes as it would
-// without the wrapper.
+// without the wrapper. A method taking one request (c.one) that gets
+// none, or more than one, answers as one whose request does not decode,
+// in gRPC's words (gRPC's own answer is INTERNAL, a server's failure).
 func (c *ctxStream) recv(m any) error {
 	pm, ok := m.(proto.Message)
 	if !ok {
 		return c.ServerStream.RecvMsg(m)
 	}
 	c.req = streamRequest{Message: pm}
-	if err := c.ServerStream.RecvMsg(&c.req); err != nil {
+	if err := c.ServerStream.RecvMsg(&c.req); errors.Is(err, io.EOF) && c.one {
+		return parseError(noRequest)
+	} else if err != nil {
 		return err
 	}
 	if c.req.err != nil {
 		return parseError("grpc: error unmarshalling request: " + c.req.err.Error())
 	}
-	return nil
+	if !c.one {
+		return nil
+	}
+	// Only the client's end of sending may follow: a message is refused
+	// (decoded over the first, which is not handled then).
+	if err := c.ServerStream.RecvMsg(&c.req); errors.Is(err, io.EOF) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	return parseError(severalRequests)
 }
+
+// noRequest and severalRequests are what gRPC says of a call to a method
+// taking one request message that sends none, or more than one.
+const (
+	noRequest       = "cardinality violation: received no request message from non-client-streaming RPC"
+	severalRequests = "cardinality violation: received multiple request messages for non-client-streaming RPC"
+)
 
 // streamRequest is a stream's request message, which serverCodec decodes,
 // its error recorded in err rather than returned to gRPC. It is the

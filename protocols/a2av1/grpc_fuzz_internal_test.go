@@ -157,11 +157,7 @@ func streamCall(ctx context.Context, conn *grpc.ClientConn, method string, body 
 // handler saw the error: a server's failure to clients and retry
 // policies.
 func TestGRPCStreamUndecodable(t *testing.T) {
-	fh := newFakeHost()
-	fh.AddTask(key, task("a", "c1", "a2a", "2026-11-25T10:00:00Z"))
-	conn := grpcConn(t, fh)
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-api-key", key), 20*time.Second)
-	defer cancel()
+	fh, conn, ctx := aliceTaskGRPC(t)
 	for _, tc := range []struct{ stream, unary string }{
 		{a2apb.A2AService_SendStreamingMessage_FullMethodName, a2apb.A2AService_SendMessage_FullMethodName},
 		{a2apb.A2AService_SubscribeToTask_FullMethodName, a2apb.A2AService_GetTask_FullMethodName},
@@ -184,6 +180,18 @@ func TestGRPCStreamUndecodable(t *testing.T) {
 	}
 }
 
+// aliceTaskGRPC is a fake host holding alice's task "a", a connection to
+// the gRPC binding over it, and a context of alice's calls that ends with
+// the test (or after 20 s).
+func aliceTaskGRPC(t *testing.T) (fakeHost, *grpc.ClientConn, context.Context) {
+	t.Helper()
+	fh := newFakeHost()
+	fh.AddTask(key, task("a", "c1", "a2a", "2026-11-25T10:00:00Z"))
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(t.Context(), "x-api-key", key), 20*time.Second)
+	t.Cleanup(cancel)
+	return fh, grpcConn(t, fh), ctx
+}
+
 // statusShape is what a client reads of st's details: each detail's type,
 // and an ErrorInfo's reason, domain and metadata keys.
 func statusShape(st *status.Status) string {
@@ -197,4 +205,68 @@ func statusShape(st *status.Status) string {
 		fmt.Fprintf(&b, "ErrorInfo %s %s %v;", info.GetReason(), info.GetDomain(), slices.Sorted(maps.Keys(info.GetMetadata())))
 	}
 	return b.String()
+}
+
+// TestGRPCStreamRequestCount: a streaming method's call that sends no
+// request message (the client ends its sending at once), or two, is
+// INVALID_ARGUMENT with the ErrorInfo of a parse error, the details an
+// undecodable request gets, in gRPC's words. It was gRPC's own INTERNAL
+// ("cardinality violation: ..."), written before the handler saw the
+// error: a server's failure to clients and retry policies.
+func TestGRPCStreamRequestCount(t *testing.T) {
+	fh, conn, ctx := aliceTaskGRPC(t)
+	var out []byte
+	want := status.Convert(conn.Invoke(ctx, a2apb.A2AService_GetTask_FullMethodName, &[]byte{0xff}, &out, grpc.ForceCodec(rawCodec{})))
+	if want.Code() != codes.InvalidArgument || !parseErrorInfo(want) {
+		t.Fatalf("GetTask of an undecodable request: %v; want INVALID_ARGUMENT with a parse error's ErrorInfo", want.Err())
+	}
+	valid := map[string][]byte{}
+	for m, req := range map[string]proto.Message{
+		a2apb.A2AService_SendStreamingMessage_FullMethodName: &a2apb.SendMessageRequest{Message: &a2apb.Message{MessageId: "m-1",
+			Role: a2apb.Role_ROLE_USER, Parts: []*a2apb.Part{{Content: &a2apb.Part_Text{Text: "hi"}}}}},
+		a2apb.A2AService_SubscribeToTask_FullMethodName: &a2apb.SubscribeToTaskRequest{Id: "a"},
+	} {
+		b, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		valid[m] = b
+	}
+	for _, m := range slices.Sorted(maps.Keys(valid)) {
+		for _, tc := range []struct {
+			name string
+			sent [][]byte
+			msg  string
+		}{
+			{"no request message", nil, noRequest},
+			{"two request messages", [][]byte{valid[m], valid[m]}, severalRequests},
+		} {
+			// Client streaming, so that the client may send two.
+			s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, m, grpc.ForceCodec(rawCodec{}))
+			for _, b := range tc.sent {
+				if err == nil {
+					err = s.SendMsg(&b)
+				}
+			}
+			if err == nil {
+				err = s.CloseSend()
+			}
+			for err == nil {
+				var out []byte
+				err = s.RecvMsg(&out)
+			}
+			if errors.Is(err, io.EOF) {
+				t.Errorf("%s with %s: answered; want INVALID_ARGUMENT", m, tc.name)
+				continue
+			}
+			got := status.Convert(err)
+			if got.Code() != codes.InvalidArgument || got.Message() != tc.msg || statusShape(got) != statusShape(want) {
+				t.Errorf("%s with %s: %v %q %s; want %v %q %s, as an undecodable request is answered", m, tc.name,
+					got.Code(), got.Message(), statusShape(got), want.Code(), tc.msg, statusShape(want))
+			}
+		}
+	}
+	if p, s := fh.Published(), fh.Served(); len(p) != 0 || len(s) != 0 {
+		t.Errorf("%d requests published, %d served; want none", len(p), len(s))
+	}
 }
