@@ -58,6 +58,9 @@ const grpcMinClientPing = 5 * time.Second
 // host.Bindings.GRPCServerOptions); opts come after these and may
 // override them.
 func (s *Server) A2AGRPC(opts ...grpc.ServerOption) *grpc.Server {
+	// A request message over the body bound is grpc-go's own
+	// RESOURCE_EXHAUSTED, refused by its length before the service runs:
+	// it cannot carry the binding's ErrorInfo (docs/protocols.md).
 	base := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.opts.maxBody)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: s.egress.Heartbeat()}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinClientPing, PermitWithoutStream: true}),

@@ -270,3 +270,42 @@ func TestGRPCStreamRequestCount(t *testing.T) {
 		t.Errorf("%d requests published, %d served; want none", len(p), len(s))
 	}
 }
+
+// TestGRPCAnsweredByGRPC pins what grpc-go answers itself, before any of
+// the binding's code runs, so that the binding cannot give it the A2A
+// error's details (docs/protocols.md says so): a unary call without a
+// request message (UNKNOWN "EOF"), and a request over the server's
+// receive bound (RESOURCE_EXHAUSTED, on every method: grpc-go refuses it
+// by the length in the message's header, before reading it). Should
+// grpc-go ever hand these to the service, this fails: answer them as an
+// undecodable request is then, and update the documentation.
+func TestGRPCAnsweredByGRPC(t *testing.T) {
+	fh, conn, ctx := aliceTaskGRPC(t)
+	s, err := conn.NewStream(ctx, &grpc.StreamDesc{}, a2apb.A2AService_GetTask_FullMethodName, grpc.ForceCodec(rawCodec{}))
+	if err == nil {
+		err = s.CloseSend()
+	}
+	if err == nil {
+		var out []byte
+		err = s.RecvMsg(&out)
+	}
+	if st := status.Convert(err); st.Code() != codes.Unknown || st.Message() != "EOF" || len(st.Details()) != 0 {
+		t.Errorf("GetTask without a request message: %v %q %s; want grpc-go's UNKNOWN \"EOF\"", st.Code(), st.Message(), statusShape(st))
+	}
+	big := make([]byte, 4<<20+1) // over grpc-go's default bound (A2AGRPC's is E2A_MAX_BODY_BYTES)
+	for _, m := range []string{a2apb.A2AService_GetTask_FullMethodName, a2apb.A2AService_SubscribeToTask_FullMethodName} {
+		var err error
+		if m == a2apb.A2AService_GetTask_FullMethodName {
+			var out []byte
+			err = conn.Invoke(ctx, m, &big, &out, grpc.ForceCodec(rawCodec{}))
+		} else {
+			err = streamCall(ctx, conn, m, big)
+		}
+		if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "larger than max") || len(st.Details()) != 0 {
+			t.Errorf("%s of %d bytes: %v %q %s; want grpc-go's RESOURCE_EXHAUSTED without details", m, len(big), st.Code(), st.Message(), statusShape(st))
+		}
+	}
+	if p, s := fh.Published(), fh.Served(); len(p) != 0 || len(s) != 0 {
+		t.Errorf("%d requests published, %d served; want none", len(p), len(s))
+	}
+}
