@@ -2,7 +2,9 @@ package push
 
 import (
 	"errors"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,10 +15,12 @@ import (
 // FuzzAllowHosts: any E2A_PUSH_ALLOW_HOSTS entry, and a host a webhook
 // URL names. parseAllowHosts never panics; a refusal is ErrInvalidOption
 // and escaped. An entry that a URL's authority reads as a host, with no
-// port or one of 1..65535 in decimal and no "*", is taken (the stricter
-// reading never refuses what it names); a taken entry without "*" allows
-// a webhook URL to the host it names (at its port, or any port without
-// one), and one "*.domain" allows sub.domain but not the domain itself.
+// port or one of 1..65535 in decimal and no "*", and a name without an
+// empty label, is taken (the stricter reading never refuses what it
+// names); a taken entry has no empty label and its port, if any, without
+// leading zeros; a taken entry without "*" allows a webhook URL to the
+// host it names (at its port, or any port without one), and one
+// "*.domain" allows sub.domain but not the domain itself.
 func FuzzAllowHosts(f *testing.F) {
 	for _, s := range []string{"hooks.example.com", "Hooks.Example.COM.:8443", "*.example.com", "[::1]:8443", "::1",
 		"10.0.0.1", "[::ffff:10.0.0.1]", "fe80::1%eth0", "a.com:0", "a.com:65536", "a.com:080", "*.", "*..", "**.x",
@@ -49,6 +53,12 @@ func FuzzAllowHosts(f *testing.F) {
 		}
 		p := urlPolicy{allow: rules}
 		r := rules[0]
+		if r.port != "" && r.port != strings.TrimLeft(r.port, "0") {
+			t.Fatalf("%q taken with the port %q", entry, r.port)
+		}
+		if emptyLabel(strings.TrimPrefix(r.host, "*.")) {
+			t.Fatalf("%q taken with the host %q", entry, r.host)
+		}
 		if rest, ok := strings.CutPrefix(r.host, "*."); ok {
 			port := r.port
 			if port == "" {
@@ -74,15 +84,17 @@ func FuzzAllowHosts(f *testing.F) {
 }
 
 // authority reads entry as a URL's authority does (https://entry/): a
-// host without "*", a port absent (no ":" either) or of 1..65535 written
-// in decimal.
+// host without "*" (a name without an empty label: no host a URL reaches
+// has one), a port absent (no ":" either) or of 1..65535 written in
+// decimal.
 func authority(entry string) (*url.URL, bool) {
 	e := strings.TrimSpace(entry)
 	if e == "" || strings.ContainsAny(e, "*/,?#@ ") {
 		return nil, false
 	}
 	u, err := url.Parse("https://" + e + "/")
-	if err != nil || u.Host != e || strings.HasSuffix(e, ":") || u.Hostname() == "" || strings.TrimSuffix(u.Hostname(), ".") == "" {
+	if err != nil || u.Host != e || strings.HasSuffix(e, ":") || u.Hostname() == "" || strings.TrimSuffix(u.Hostname(), ".") == "" ||
+		emptyLabel(strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")) {
 		return nil, false
 	}
 	if p := u.Port(); p != "" {
@@ -91,4 +103,11 @@ func authority(entry string) (*url.URL, bool) {
 		}
 	}
 	return u, true
+}
+
+// emptyLabel reports whether host, a name (not an IP address), has an
+// empty label.
+func emptyLabel(host string) bool {
+	_, err := netip.ParseAddr(host)
+	return err != nil && slices.Contains(strings.Split(host, "."), "")
 }

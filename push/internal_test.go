@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -251,4 +253,70 @@ func TestRenderedCacheBoundedInBytes(t *testing.T) {
 	if len(c.msgs) != n-1 || c.bytes >= b {
 		t.Fatalf("forget: %d messages, %d bytes (were %d, %d)", len(c.msgs), c.bytes, n, b)
 	}
+}
+
+// TestAllowListEmptyLabel: an entry whose name has an empty label ("*..",
+// whose domain is empty, "a..b", ".a") is refused, ErrInvalidOption: no
+// host a webhook URL can reach has one, so the entry allowed nothing
+// while the list was taken. "*.." was taken as "*." and matched no host.
+func TestAllowListEmptyLabel(t *testing.T) {
+	for _, e := range []string{"*..", "*...", "*..x", "*.a..b", "a..b", ".a", "a.com..", "*..:443", ".."} {
+		if rules, err := parseAllowHosts([]string{e}); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "empty label") {
+			t.Errorf("entry %q: %+v, %v; want ErrInvalidOption naming an empty label", e, rules, err)
+		}
+	}
+	for _, e := range []string{"a.com.", "*.a.com", "*.a.com.", "10.0.0.1", "[::ffff:10.0.0.1]:80", "fe80::1%eth0"} {
+		if _, err := parseAllowHosts([]string{e}); err != nil {
+			t.Errorf("entry %q: %v", e, err)
+		}
+	}
+}
+
+// TestAllowListPortLeadingZeros: a port written with leading zeros is the
+// port its number names, in an entry ("h.test:0443") and in a webhook URL
+// ("http://h.test:0080/"), as the dialer reads it: such an entry matched
+// no URL (ports were compared as written), nor such a URL an entry.
+func TestAllowListPortLeadingZeros(t *testing.T) {
+	for _, tc := range []struct {
+		entry, url string
+		want       bool
+	}{
+		{"h.test:0080", "http://h.test/", true}, {"h.test:0080", "http://h.test:80/", true},
+		{"h.test:0080", "http://h.test:080/", true}, {"h.test:80", "http://h.test:0080/", true},
+		{"h.test:08080", "http://h.test:8080/", true}, {"*.h.test:0443", "http://a.h.test:443/", true},
+		{"h.test:0080", "http://h.test:8080/", false}, {"h.test:080", "http://h.test:800/", false},
+	} {
+		rules, err := parseAllowHosts([]string{tc.entry})
+		if err != nil {
+			t.Fatalf("entry %q: %v", tc.entry, err)
+		}
+		p := urlPolicy{allow: rules}
+		// http is allowed to allow-listed hosts only, checked before any
+		// resolution.
+		if err := p.check(t.Context(), tc.url, slog.New(slog.DiscardHandler)); (err == nil) != tc.want {
+			t.Errorf("entry %q, webhook %s: %v; want allowed %v", tc.entry, tc.url, err, tc.want)
+		}
+	}
+	// Delivered too: the connection's check (transport) reads the port as
+	// the URL writes it, and a loopback address is reached only when the
+	// entry allows it.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	rules, err := parseAllowHosts([]string{"127.0.0.1:0" + u.Port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := urlPolicy{allow: rules}
+	hook := "http://127.0.0.1:00" + u.Port() + "/hook"
+	if err := p.check(t.Context(), hook, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("webhook %s: %v", hook, err)
+	}
+	tr := p.transport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(hook)
+	if err != nil {
+		t.Fatalf("webhook %s allowed by 127.0.0.1:0%s: %v", hook, u.Port(), err)
+	}
+	resp.Body.Close()
 }

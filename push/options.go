@@ -123,7 +123,11 @@ func WithSealKey(key []byte) Option {
 // WithAllowHosts adds host[:port] patterns (a name, "*.example.com" for
 // its subdomains, an IP literal, "[::1]:8443"; items may be comma
 // separated, as in E2A_PUSH_ALLOW_HOSTS) whose webhooks may use http and
-// may resolve to loopback or private addresses (e2a dev: localhost).
+// may resolve to loopback or private addresses (e2a dev: localhost). A
+// port is its number, 1..65535 ("h:0443" allows https://h/, and a URL's
+// ":0443" is 443 too, as the dialer reads it); a pattern that is no
+// host[:port] or *.domain, or a name with an empty label ("*..",
+// "a..b"), is ErrInvalidOption.
 func WithAllowHosts(patterns ...string) Option {
 	return func(o *options) error {
 		rules, err := parseAllowHosts(patterns)

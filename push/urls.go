@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,9 +42,11 @@ func parseAllowHosts(list []string) ([]hostRule, error) {
 			host, port := s, ""
 			if h, p, err := net.SplitHostPort(s); err == nil {
 				host, port = h, p
-				if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				n, err := strconv.Atoi(p)
+				if err != nil || n < 1 || n > 65535 {
 					return nil, fmt.Errorf("%w: allow-list entry %q: the port must be 1..65535", ErrInvalidOption, s)
 				}
+				port = strconv.Itoa(n) // "0443" is 443, as the dialer reads it
 			} else if strings.HasPrefix(s, "[") {
 				host = strings.Trim(s, "[]")
 			}
@@ -51,6 +54,10 @@ func parseAllowHosts(list []string) ([]hostRule, error) {
 			if host == "" || strings.Contains(host, "/") ||
 				(strings.Contains(host, "*") && (!strings.HasPrefix(host, "*.") || strings.Count(host, "*") > 1)) {
 				return nil, fmt.Errorf("%w: allow-list entry %q (host[:port], *.domain)", ErrInvalidOption, s)
+			}
+			if _, err := netip.ParseAddr(host); err != nil && slices.Contains(strings.Split(strings.TrimPrefix(host, "*."), "."), "") {
+				// "*..", "a..b": no host a URL reaches has one.
+				return nil, fmt.Errorf("%w: allow-list entry %q: a name with an empty label", ErrInvalidOption, s)
 			}
 			out = append(out, hostRule{host: host, port: port})
 		}
@@ -78,7 +85,13 @@ type urlPolicy struct {
 	resolver Resolver
 }
 
+// allowed reports whether the allow-list allows host at port: of a URL
+// (check) or a connection (transport), either as written ("0443" is
+// 443, as the dialer reads it; an entry's port is kept so).
 func (p *urlPolicy) allowed(host, port string) bool {
+	if n, err := strconv.Atoi(port); err == nil && len(port) > 1 && port[0] == '0' {
+		port = strconv.Itoa(n)
+	}
 	for _, r := range p.allow {
 		if r.match(host, port) {
 			return true
