@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +26,9 @@ type APIRule struct {
 	// Hosts are host[:port] patterns: "api.example.com" (any port),
 	// "api.example.com:8443", "*.example.com" (subdomains only),
 	// "127.0.0.1", "[::1]:8080", or "*" (any host; addresses still pass
-	// the private-address check).
+	// the private-address check). A port is a number of 1..65535 ("0443"
+	// is 443, as in a URL) or "*"; a name must have no empty label
+	// ("*..", "a..b" are refused).
 	Hosts []string `json:"hosts"`
 	// Methods allowed; empty means all of [Methods].
 	Methods []string `json:"methods,omitempty"`
@@ -172,6 +176,13 @@ func parseHostPattern(s string) (hostPattern, error) {
 	}
 	if port == "*" {
 		port = ""
+	} else if port != "" {
+		// "0443" is 443, as the dialer reads it (and normHost a URL's).
+		n, err := strconv.Atoi(port)
+		if err != nil || strings.Trim(port, "0123456789") != "" || n < 1 || n > 65535 {
+			return hostPattern{}, fmt.Errorf("host pattern %q: the port must be 1..65535 or *", s)
+		}
+		port = strconv.Itoa(n)
 	}
 	host = strings.TrimSuffix(host, ".")
 	hp := hostPattern{host: host, port: port}
@@ -179,6 +190,9 @@ func parseHostPattern(s string) (hostPattern, error) {
 		hp.literal, hp.isIPAddr = a.Unmap(), true
 	} else if host != "*" && (strings.Contains(host, "*") && !strings.HasPrefix(host, "*.") || strings.Count(host, "*") > 1) {
 		return hostPattern{}, fmt.Errorf("host pattern %q: only a leading *. is supported", s)
+	} else if host != "*" && slices.Contains(strings.Split(strings.TrimPrefix(host, "*."), "."), "") {
+		// "*..", "a..b": no host a URL reaches has one.
+		return hostPattern{}, fmt.Errorf("host pattern %q: a name with an empty label", s)
 	}
 	return hp, nil
 }
@@ -199,10 +213,15 @@ func (hp hostPattern) match(host, port string) bool {
 	return host == hp.host
 }
 
+// normHost is the host u names, lower case without a final dot, and its
+// port: as written, but without leading zeros ("0443" is 443, as the
+// dialer reads it; a host pattern's is kept so), or the scheme's.
 func normHost(u *url.URL) (host, port string) {
 	host = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	port = u.Port()
-	if port == "" {
+	if n, err := strconv.Atoi(port); err == nil && len(port) > 1 && port[0] == '0' {
+		port = strconv.Itoa(n)
+	} else if port == "" {
 		if u.Scheme == "https" {
 			port = "443"
 		} else {
