@@ -232,18 +232,11 @@ func (h *runHold) check(t testing.TB, s *server, id string, wk *worker, what str
 	}
 }
 
-// waitConsumer waits until the pool's consumer exists (Run provisioned it).
-func waitConsumer(t testing.TB, js jetstream.JetStream, pool string) {
+// waitConsumer waits until the pool's consumer exists (Run provisioned it)
+// and returns it.
+func waitConsumer(t testing.TB, js jetstream.JetStream, pool string) jetstream.Consumer {
 	t.Helper()
-	name, _ := streams.AgentConsumerName(pool)
-	testkit.Eventually(t, 30*time.Second, "consumer "+name, func() bool {
-		// Short attempts: a clustered consumer without a leader yet may leave
-		// an info request unanswered.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err := js.Consumer(ctx, streams.RequestsStream, name)
-		return err == nil
-	})
+	return poolConsumer(t, js, pool, "consumer", nil)
 }
 
 // waitNoPull waits until the pool's consumer holds no pull request: the
@@ -253,17 +246,28 @@ func waitConsumer(t testing.TB, js jetstream.JetStream, pool string) {
 // ack wait, as a redelivery.
 func waitNoPull(t testing.TB, js jetstream.JetStream, pool string) {
 	t.Helper()
+	poolConsumer(t, js, pool, "no pull on consumer", func(info *jetstream.ConsumerInfo) bool { return info.NumWaiting == 0 })
+}
+
+// poolConsumer waits until the pool's consumer exists and, with until, its
+// info satisfies until (what names the wait), and returns the consumer.
+func poolConsumer(t testing.TB, js jetstream.JetStream, pool, what string, until func(*jetstream.ConsumerInfo) bool) jetstream.Consumer {
+	t.Helper()
 	name, _ := streams.AgentConsumerName(pool)
-	testkit.Eventually(t, 30*time.Second, "no pull on consumer "+name, func() bool {
+	var c jetstream.Consumer
+	testkit.Eventually(t, 30*time.Second, what+" "+name, func() bool {
+		// Short attempts: a clustered consumer without a leader yet may leave
+		// an info request unanswered.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		c, err := js.Consumer(ctx, streams.RequestsStream, name)
-		if err != nil {
-			return false
+		var err error
+		if c, err = js.Consumer(ctx, streams.RequestsStream, name); err != nil || until == nil {
+			return err == nil
 		}
 		info, err := c.Info(ctx)
-		return err == nil && info.NumWaiting == 0
+		return err == nil && until(info)
 	})
+	return c
 }
 
 // counter reads a counter or gauge value from a registry.
