@@ -91,7 +91,11 @@ type cursor struct {
 	// update in flight elsewhere; the lane that posted clears it when it
 	// writes its position (casCursor), and so does the message the cursor
 	// waits for when it comes to a lane and finds the config parked
-	// (handOff): no POST of it is in flight then.
+	// (handOff): no POST of it is in flight then. The drain goes on before
+	// it too once the stage's consumer has acked every message a lane may
+	// be posting from the position (lanesDone): so when the awaited
+	// message never comes to a lane (deleted or aged out before its
+	// delivery).
 	Settle int64 `json:"settle,omitempty"`
 	// Drainer is the replica (stage.id) that drains the parked config,
 	// until DrainUntil (Unix nanoseconds): written when its drain begins

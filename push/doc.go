@@ -99,8 +99,9 @@
 // un-parks the config (compare-and-set on the cursor) when nothing is
 // left. A drain does not post while a lane's POST begun before the park
 // may be in flight (the cursor's settle time, cleared by that lane's
-// write; none when the message parked is the one the cursor waits for),
-// nor while another replica's drain holds the config (the
+// write; none when the message parked is the one the cursor waits for;
+// not waited for once the consumer has acked every message up to the
+// backlog's and the drain's next: lanesDone), nor while another replica's drain holds the config (the
 // cursor's drainer, a POST timeout ahead). A message the consumer may
 // have given another replica too (redelivered, or taken by intake a
 // third of the ack wait or more after it was stored: its ack wait may

@@ -219,6 +219,43 @@ func (s *stage) waitedFor(it item, cur cursor) bool {
 	return err == nil && next
 }
 
+// lanesDone reports whether no lane can be posting from the parked
+// cursor's position, so that its settle time need not be waited for: the
+// stage's consumer has acked every message up to the backlog's Tail and
+// up to the drain's next message (the first stored after the cursor of
+// the backlog's first turn). A lane holds its message unacked while it
+// posts and until it wrote its position after the POST (which clears
+// the settle time), and the message a lane may be posting from the
+// cursor is the drain's next one, or one stored before it (deleted
+// since, or a turn's message stored after a later turn's: up to Tail):
+// so none is in flight. This is
+// when the message the cursor waited for at the park never came to a
+// lane (deleted, or aged out of E2A_RESPONSES, before the consumer
+// delivered it: the consumer skips it), or was the one parked (waitedFor
+// could not tell). Any message taken by a lane after this sees the
+// config parked (handOff). A redelivered copy's POST is claimed in the
+// cursor first (Poster: postsElsewhere). Not done when any of it cannot
+// be read, or the drain reads another E2A_RESPONSES than the consumer's.
+func (s *stage) lanesDone(d *drainer, cur cursor) bool {
+	if d.epoch != s.epoch.Load() || cur.Tail == 0 {
+		return false
+	}
+	c, err := s.js.Consumer(s.ctx, streams.ResponsesStream, s.o.consumer)
+	if err != nil {
+		return false
+	}
+	floor := c.CachedInfo().AckFloor.Stream
+	if floor < cur.Tail {
+		return false // the common case while messages come: no more asked
+	}
+	path, err := s.backlogPath(d, cur)
+	if err != nil {
+		return false
+	}
+	raw, _, found, err := s.nextOf(d.cfg, cur, path[0])
+	return err == nil && (!found || raw.Seq <= floor)
+}
+
 // placed is cur with it's message's request placed in its backlog
 // (placeTurn): the backlog's last, or its first, or the last of one of
 // its chains (Ends), or a new chain after a gap.
@@ -646,7 +683,7 @@ func (s *stage) drain(ref configRef) (result, error) {
 		if wait := time.Until(cur.NextAttempt); wait > 0 && !cur.Dead {
 			return result{retry: true, after: wait}, nil
 		}
-		if wait := time.Until(time.Unix(0, cur.Settle)); cur.Settle != 0 && wait > 0 {
+		if wait := time.Until(time.Unix(0, cur.Settle)); cur.Settle != 0 && wait > 0 && !s.lanesDone(d, cur) {
 			// A lane's POST begun before the park may be in flight: looked
 			// at again after the order wait, as a message that is not its
 			// config's next one. (Not woken by a new wake-up: the one

@@ -375,31 +375,30 @@ func TestBacklogCycleEnds(t *testing.T) {
 	}
 }
 
-// TestParkedWithItsNextMessageNoSettle: a config parked with the very
-// message its cursor waits for (a lane found it not next while the lane
-// of the message before it posted, and that lane wrote its position
-// before the park read the cursor) has no POST of another lane to wait
-// for: its drain delivers at once. It waited the settle time (the POST
-// timeout and a second) before: no lane was left to clear it, the message
-// it waited for being the one parked. The stage here is stopped while
-// the message is parked, and its POST timeout is 5 minutes: the drain
-// waiting for a settle time would not deliver within the test.
-func TestParkedWithItsNextMessageNoSettle(t *testing.T) {
+// firstDeliveredThenStopped starts a stage with a POST timeout of 5
+// minutes, has it deliver the first message of request task-r1 of
+// alice's task to config "c", and stops it: the messages stored next are
+// the test's to hand out.
+func firstDeliveredThenStopped(t *testing.T, task string) (*env, *receiver) {
+	t.Helper()
 	e := newEnvOn(t)
-	defer e.logOnFailure(t)
 	st := e.startStage(push.WithTimeout(5 * time.Minute))
 	r := newReceiver(t, nil)
-	e.create("alice", push.Config{TaskID: "next", ID: "c", URL: r.srv.URL})
-	storeRequestAfter(t, e, "next-r1", "alice", "next", "")
-	storeFrame(t, e, "next-r1", "alice", "next", 0, "a;", false)
+	e.create("alice", push.Config{TaskID: task, ID: "c", URL: r.srv.URL})
+	storeRequestAfter(t, e, task+"-r1", "alice", task, "")
+	storeFrame(t, e, task+"-r1", "alice", task, 0, "a;", false)
 	testkit.Eventually(t, 20*time.Second, "the first message delivered and acked", func() bool {
-		ds, err := e.store.Deliveries(tctx(t), "alice", "next")
-		return err == nil && len(ds) == 1 && strings.HasPrefix(ds[0].LastEvent, "next-r1:0:") && consumerIdle(t, e)
+		ds, err := e.store.Deliveries(tctx(t), "alice", task)
+		return err == nil && len(ds) == 1 && strings.HasPrefix(ds[0].LastEvent, task+"-r1:0:") && consumerIdle(t, e)
 	})
 	st.stop()
-	storeFrame(t, e, "next-r1", "alice", "next", 1, "", true)
-	// The replica that parks the message acks it: taken off the consumer
-	// here.
+	return e, r
+}
+
+// takeNext takes the push consumer's next message off it, as the replica
+// that parks it does (acked), and returns its stream sequence.
+func takeNext(t *testing.T, e *env) uint64 {
+	t.Helper()
 	c, err := e.js.Consumer(tctx(t), streams.ResponsesStream, push.DefaultConsumer)
 	if err != nil {
 		t.Fatal(err)
@@ -420,8 +419,27 @@ func TestParkedWithItsNextMessageNoSettle(t *testing.T) {
 		}
 	}
 	if seq == 0 {
-		t.Fatalf("premise: the last message not fetched: %v", batch.Error())
+		t.Fatalf("premise: no message fetched: %v", batch.Error())
 	}
+	return seq
+}
+
+// TestParkedWithItsNextMessageNoSettle: a config parked with the very
+// message its cursor waits for (a lane found it not next while the lane
+// of the message before it posted, and that lane wrote its position
+// before the park read the cursor) has no POST of another lane to wait
+// for: its drain delivers at once. It waited the settle time (the POST
+// timeout and a second) before: no lane was left to clear it, the message
+// it waited for being the one parked. The stage here is stopped while
+// the message is parked, and its POST timeout is 5 minutes: the drain
+// waiting for a settle time would not deliver within the test.
+func TestParkedWithItsNextMessageNoSettle(t *testing.T) {
+	e, r := firstDeliveredThenStopped(t, "next")
+	defer e.logOnFailure(t)
+	storeFrame(t, e, "next-r1", "alice", "next", 1, "", true)
+	// The replica that parks the message acks it: taken off the consumer
+	// here.
+	seq := takeNext(t, e)
 	parked, settle, err := push.ParkMessage(tctx(t), e.nc, "alice", "next", "c", "next-r1", seq, push.WithTimeout(5*time.Minute))
 	if err != nil || !parked {
 		t.Fatalf("premise: the config not parked (%v)", err)
@@ -433,4 +451,61 @@ func TestParkedWithItsNextMessageNoSettle(t *testing.T) {
 	testkit.Eventually(t, 20*time.Second, "the parked message delivered by the drain", func() bool {
 		return completedBy(t, r)["next-r1"]
 	})
+}
+
+// TestParkedAwaitingDeletedMessageNoSettle: a config parked with a
+// message that is not the one its cursor waits for waits a settle time,
+// for a lane's POST of the awaited message begun before the park, or for
+// that message to come to a lane (handOff). When the awaited message
+// never comes to a lane (deleted, or aged out of E2A_RESPONSES, before
+// the consumer delivered it) and no lane holds a message up to the
+// backlog's, nothing can be in flight: the drain delivers at once what
+// is stored. It waited the whole settle time (the POST timeout and a
+// second) before, no lane being left to clear it. The stage here is
+// stopped while the config parks, and its POST timeout is 5 minutes:
+// the drain waiting for the settle time would not deliver within the
+// test.
+func TestParkedAwaitingDeletedMessageNoSettle(t *testing.T) {
+	e, r := firstDeliveredThenStopped(t, "gone")
+	defer e.logOnFailure(t)
+	storeFrame(t, e, "gone-r1", "alice", "gone", 1, "b;", false) // the message the cursor waits for
+	storeFrame(t, e, "gone-r1", "alice", "gone", 2, "", true)
+	ctx := tctx(t)
+	s, err := e.js.Stream(ctx, streams.ResponsesStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := subjects.Response("gone-r1")
+	last, err := s.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaited := last.Sequence - 1
+	if m, err := s.GetMsg(ctx, awaited); err != nil || m.Subject != subj {
+		t.Fatalf("premise: the message before the last is not the request's (%v)", err)
+	}
+	// A replica's lane takes the last message while the one before it
+	// is not delivered yet: not the config's next, parked.
+	parked, settle, err := push.ParkMessage(ctx, e.nc, "alice", "gone", "c", "gone-r1", last.Sequence,
+		push.WithTimeout(5*time.Minute))
+	if err != nil || !parked || !settle {
+		t.Fatalf("premise: the config not parked with a settle time (parked %v, settle %v, %v)", parked, settle, err)
+	}
+	// The awaited message is deleted before the consumer delivers it:
+	// it skips it, and the message parked is acked by its replica.
+	if err := s.DeleteMsg(ctx, awaited); err != nil {
+		t.Fatal(err)
+	}
+	if seq := takeNext(t, e); seq != last.Sequence {
+		t.Fatalf("premise: the consumer delivered %d, not the parked message %d", seq, last.Sequence)
+	}
+	e.startStage(push.WithTimeout(5 * time.Minute))
+	testkit.Eventually(t, 20*time.Second, "the parked message delivered by the drain", func() bool {
+		return completedBy(t, r)["gone-r1"] && len(wakeKeys(t, e)) == 0
+	})
+	for _, d := range r.all() {
+		if strings.HasPrefix(d.eventID, "gone-r1:1:") {
+			t.Errorf("the deleted message's update %s was posted", d.eventID)
+		}
+	}
 }
