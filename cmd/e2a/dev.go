@@ -138,7 +138,7 @@ Try:
 Ctrl-C stops.
 `, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, storeLine(cfg), openNATSLine(cfg, credential), poolsLine(pools), archiveLine(cfg), base, credential)
 	log.Info("serving", "addr", ln.Addr().String(), "nats", natsURL) // as e2a serve logs it, for tools that read the log
-	return serveUntil(ctx, srv, ln, log, agentDone, agents, cfg.AgentDrainTimeout)
+	return serveUntil(ctx, srv, ln, log, agentDone, agents, cfg.AgentDrainTimeout, nil)
 }
 
 // startDevStages starts dev's background stages, each sending its end on
@@ -676,7 +676,10 @@ func newConsole(ctx context.Context, cfg Config, nc *nats.Conn, eg *egress.Servi
 // it waits that long and a little more (an agent still running then is an
 // error, a non-zero exit). Before, it waited 10 s and for the first agent
 // only: a request still running was neither finished nor handed back.
-func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger, agentDone <-chan error, agents int, drain time.Duration) error {
+// With stopping set (an operations server: opsListeners.serve), it calls
+// stopping instead and shuts the server down once the agents ended (or
+// it stops waiting for them), so that it serves through their drain.
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger, agentDone <-chan error, agents int, drain time.Duration, stopping func()) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -692,9 +695,17 @@ func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slo
 		}
 	}
 	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
+	shutdown := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}
+	if stopping == nil {
+		shutdown()
+	} else {
+		stopping()
+		defer shutdown()
+	}
 	limit := time.NewTimer(drain + 5*time.Second)
 	defer limit.Stop()
 	for ; agents > 0; agents-- {

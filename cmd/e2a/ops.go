@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -329,11 +331,26 @@ func (o *opsListeners) close() {
 	_ = o.ln.Close()
 }
 
-// serve is serveOps on the listeners o.
+// serve is serveOps on the listeners o. Once the stage stops (ctx ends),
+// the operations listener stays open until run has returned: /metrics
+// and /healthz are served through the stage's drain (an agent's
+// in-flight requests, for up to E2A_AGENT_DRAIN_TIMEOUT), so that
+// Prometheus reads the drain's counters, and /readyz answers 503
+// {"status":"stopping"}. (It closed as the drain began: the drain's
+// metrics were never scraped unless E2A_METRICS_ADDR served them.)
 func (o *opsListeners) serve(ctx context.Context, cfg Config, mux http.Handler, log *slog.Logger, run func() error, msg string, args ...any) error {
-	srv := newOpsServer(ctx, mux)
+	var stopping atomic.Bool
+	srv := newOpsServer(ctx, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stopping.Load() && r.URL.Path == "/readyz" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"status":"stopping"}`+"\n")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	done := make(chan error, 1)
 	go func() { done <- run() }()
 	log.Info(msg, append(args, "ops", o.ln.Addr().String())...)
-	return serveUntil(ctx, srv, o.ln, log, done, 1, cfg.AgentDrainTimeout)
+	return serveUntil(ctx, srv, o.ln, log, done, 1, cfg.AgentDrainTimeout, func() { stopping.Store(true) })
 }

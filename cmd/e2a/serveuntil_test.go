@@ -50,7 +50,7 @@ func TestServeUntilWaitsForEveryAgent(t *testing.T) {
 				result := make(chan error, 1)
 				srv := &http.Server{Handler: http.NotFoundHandler()}
 				go func() {
-					result <- serveUntil(ctx, srv, &chanListener{done: make(chan struct{})}, slog.New(slog.DiscardHandler), agentDone, 2, agent.DefaultDrainTimeout)
+					result <- serveUntil(ctx, srv, &chanListener{done: make(chan struct{})}, slog.New(slog.DiscardHandler), agentDone, 2, agent.DefaultDrainTimeout, nil)
 				}()
 				synctest.Wait()
 				cancel()

@@ -69,7 +69,7 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 		stages = 1
 	}
 	log.Info("serving", "addr", ln.Addr().String())
-	return serveUntil(ctx, srv, ln, log, pushDone, stages, agent.DefaultDrainTimeout)
+	return serveUntil(ctx, srv, ln, log, pushDone, stages, agent.DefaultDrainTimeout, nil)
 }
 
 // checkPoolFlag refuses a --pool no subject can hold as a bad argument
