@@ -74,6 +74,9 @@ var requiredAlerts = []string{
 	// The stages' NATS connections: a user refused (accounts.conf not
 	// matching the version), subscriptions dropping messages.
 	"E2ANATSPermissionDenied", "E2ANATSSlowConsumer",
+	// JetStream unavailable to the processes (no quorum): their /readyz
+	// degraded, e2a_jetstream_unavailable 1.
+	"E2AJetStreamUnavailable",
 }
 
 // loadRules reads deploy/prometheus/rules.yaml and checks that the
@@ -242,6 +245,8 @@ func TestAlertRules(t *testing.T) {
 	checkArchiveAlerts(t, rules)
 	checkAuthLimitAlerts(t, rules)
 	checkNATSConnAlerts(t, rules)
+	checkJetStreamUnavailableAlert(t, rules)
+	checkRunbooks(t, rules)
 }
 
 // ruleNamed returns the alert called name (zero when there is none).
@@ -371,6 +376,42 @@ func checkNATSConnAlerts(t *testing.T, rules ruleGroups) {
 			[]string{"accounts.conf", "NATS permissions violation", "docs/operations.md"}},
 		alertSpec{"E2ANATSSlowConsumer", "warning", "10m", []string{`e2a_nats_connection_events_total{event="slow_consumer"}`, "> 0"},
 			[]string{"NATS subscription too slow", "docs/operations.md"}})
+}
+
+// checkJetStreamUnavailableAlert checks the alert on
+// e2a_jetstream_unavailable (internal/obs: 1 while a process's /readyz
+// answers "degraded", JetStream answering no quorum or nothing while its
+// NATS connection is up): the processes stay in their Services by design
+// and refuse every request with a retryable error, so no probe failure
+// says it; critical, after 2 min (a leader election after a server's
+// loss takes seconds: docs/operations.md, Failure modes), naming what the
+// gauge is, the probe that sets it and the runbook.
+func checkJetStreamUnavailableAlert(t *testing.T, rules ruleGroups) {
+	t.Helper()
+	checkAlertSpecs(t, rules,
+		alertSpec{"E2AJetStreamUnavailable", "critical", "2m", []string{"e2a_jetstream_unavailable", "> 0"},
+			[]string{"/readyz", "degraded", "readiness probe", `Runbook: docs/operations.md, "JetStream unavailable"`}})
+}
+
+// checkRunbooks checks that every runbook an alert's description names in
+// docs/operations.md (Runbook: docs/operations.md, "<section>") is a
+// section of it.
+func checkRunbooks(t *testing.T, rules ruleGroups) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := regexp.MustCompile(`Runbook: docs/operations\.md, "([^"]+)"`)
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			for _, m := range ref.FindAllStringSubmatch(r.Annotations["description"], -1) {
+				if !regexp.MustCompile(`(?m)^#{2,4} ` + regexp.QuoteMeta(m[1]) + `$`).Match(data) {
+					t.Errorf("%s: its runbook %q is no section of docs/operations.md", r.Alert, m[1])
+				}
+			}
+		}
+	}
 }
 
 // TestPromQLParserRefuses makes sure the expression checks above do catch

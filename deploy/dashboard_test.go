@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -283,6 +284,24 @@ func registeredMetrics(t *testing.T) map[string][]string {
 	for range 3 {
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+	}
+	// Every process's e2a_jetstream_unavailable, registered with its
+	// /readyz (obs.Register).
+	obs.Register(http.NewServeMux(), rec.reg)
+	mfs, err := rec.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if _, ok := rec.names()[mf.GetName()]; !ok && len(mf.GetMetric()) > 0 {
+			var labels []string
+			for _, l := range mf.GetMetric()[0].GetLabel() {
+				labels = append(labels, l.GetName())
+			}
+			rec.mu.Lock()
+			rec.m[mf.GetName()] = labels
+			rec.mu.Unlock()
 		}
 	}
 	return rec.names()
