@@ -34,8 +34,9 @@ import (
 
 // WithAllowedHosts allows the interfaces of the agent's card on the
 // hosts of list (E2A_UPSTREAM_ALLOWED_HOSTS): comma-separated hostnames
-// (any port) or host:port (that port alone; a bracketed IPv6 address with
-// a port). The configured upstream's host is always allowed; "" allows no
+// (any port) or host:port (that port alone, 1..65535, its number: "0443"
+// is 443 in an entry and in a card's URL, as the dialer reads it; a
+// bracketed IPv6 address with a port). The configured upstream's host is always allowed; "" allows no
 // other.
 func WithAllowedHosts(list string) Option {
 	hosts, err := parseAllowedHosts(list)
@@ -79,8 +80,8 @@ func parseAllowedHost(e string) (allowedHost, error) {
 		e = e[1 : len(e)-1] // an IPv6 address without a port
 		host = e
 	} else if h, p, err := net.SplitHostPort(e); err == nil {
-		host, port = h, p
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		host, port = h, normPort(p)
+		if n, err := strconv.Atoi(port); err != nil || port != strconv.Itoa(n) || n < 1 || n > 65535 {
 			return allowedHost{}, fmt.Errorf("port %q", p)
 		}
 	} else if strings.Count(e, ":") == 1 || strings.ContainsAny(e, "[]") {
@@ -94,6 +95,17 @@ func parseAllowedHost(e string) (allowedHost, error) {
 		return allowedHost{}, fmt.Errorf("not a host name")
 	}
 	return allowedHost{host: host, port: port}, nil
+}
+
+// normPort is a port as compared: its number when it is digits with
+// leading zeros ("0443" is 443, as the dialer reads it), else as written.
+func normPort(p string) string {
+	if len(p) > 1 && p[0] == '0' && strings.Trim(p, "0123456789") == "" {
+		if n, err := strconv.Atoi(p); err == nil {
+			return strconv.Itoa(n)
+		}
+	}
+	return p
 }
 
 // normHost is a host name as compared: lower case, without a trailing
@@ -164,7 +176,7 @@ func endpointOf(iface *a2a.AgentInterface) (endpoint, bool) {
 	case scheme != "http" && scheme != "https":
 		return endpoint{}, false
 	}
-	port := u.Port()
+	port := normPort(u.Port())
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[scheme]
 	}
@@ -190,7 +202,7 @@ func grpcTarget(s string) (endpoint, bool) {
 	if host = normHost(strings.Trim(host, "[]")); host == "" {
 		return endpoint{}, false
 	}
-	return endpoint{host: host, port: port}, true
+	return endpoint{host: host, port: normPort(port)}, true
 }
 
 // origin is what the interfaces the bridge uses must match: the

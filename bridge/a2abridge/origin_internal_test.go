@@ -1,6 +1,7 @@
 package a2abridge
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -132,6 +133,52 @@ func TestRefusalDNSAuthority(t *testing.T) {
 		why := originOf(client, nil).refusal(&a2a.AgentInterface{URL: c.iface, ProtocolBinding: a2a.TransportProtocolGRPC})
 		if (why == "") != c.used {
 			t.Errorf("interface %s: refusal %q, want used %v", c.iface, why, c.used)
+		}
+	}
+}
+
+// TestAllowedHostPortLeadingZeros: a port with leading zeros is its
+// number, in an E2A_UPSTREAM_ALLOWED_HOSTS entry and in a card's URL or
+// gRPC target, as the dialer reads it (the push and workflow allow-lists'
+// rule): "other.example:0443" was kept as written and matched no
+// interface, nor the entry "other.example:443" https://other.example:0443/.
+// A port that is not digits ("+443", which strconv.Atoi takes) is refused.
+func TestAllowedHostPortLeadingZeros(t *testing.T) {
+	client, err := bridge.NewClient("https://agent.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		allow, iface string
+		binding      a2a.TransportProtocol
+		used         bool
+	}{
+		{"other.example:0443", "https://other.example/a2a", a2a.TransportProtocolJSONRPC, true},
+		{"other.example:00443", "https://other.example:443/a2a", a2a.TransportProtocolJSONRPC, true},
+		{"other.example:443", "https://other.example:0443/a2a", a2a.TransportProtocolJSONRPC, true},
+		{"other.example:050051", "other.example:50051", a2a.TransportProtocolGRPC, true},
+		{"other.example:50051", "other.example:050051", a2a.TransportProtocolGRPC, true},
+		{"other.example:0443", "https://other.example:0444/a2a", a2a.TransportProtocolJSONRPC, false},
+		{"other.example:0443", "https://other.example:4430/a2a", a2a.TransportProtocolJSONRPC, false},
+	} {
+		allowed, err := parseAllowedHosts(c.allow)
+		if err != nil {
+			t.Fatalf("%s: %v", c.allow, err)
+		}
+		why := originOf(client, allowed).refusal(&a2a.AgentInterface{URL: c.iface, ProtocolBinding: c.binding})
+		if (why == "") != c.used {
+			t.Errorf("allowed %s, interface %s: refusal %q, want used %v", c.allow, c.iface, why, c.used)
+		}
+		token := ClientCredentials{TokenURL: strings.Replace(c.iface, "/a2a", "/token", 1)}
+		if c.binding == a2a.TransportProtocolJSONRPC {
+			if err := token.Allowed(client, c.allow); (err == nil) != c.used {
+				t.Errorf("allowed %s, token URL %s: %v, want allowed %v", c.allow, token.TokenURL, err, c.used)
+			}
+		}
+	}
+	for _, bad := range []string{"other.example:+443", "other.example:00", "other.example:065536"} {
+		if _, err := parseAllowedHosts(bad); err == nil {
+			t.Errorf("%s taken", bad)
 		}
 	}
 }
