@@ -261,6 +261,22 @@ func MaxHistoryTurnsOption[C any](n int, set func(*C)) func(*C) error {
 	return option.Check(ErrInvalidOption, n >= 0 && n <= MaxTurns, set, "max history turns %d (want 0..%d)", n, MaxTurns)
 }
 
+// DefaultMaxHistoryBytes is the default bound on the stored bytes of the
+// earlier turns History reads (WithMaxHistoryBytes of the OpenAI bridge):
+// 4 MiB, the newest turns that fit.
+const DefaultMaxHistoryBytes = 4 << 20
+
+// MaxHistoryBytesLimit bounds MaxHistoryBytesOption: 256 MiB.
+const MaxHistoryBytesLimit = 256 << 20
+
+// MaxHistoryBytesOption is an upstream's WithMaxHistoryBytes option: set,
+// given a bound of n bytes in 0..MaxHistoryBytesLimit on the earlier turns
+// read (History's maxBytes; others are refused with ErrInvalidOption).
+func MaxHistoryBytesOption[C any](n int, set func(*C)) func(*C) error {
+	return option.Check(ErrInvalidOption, n >= 0 && n <= MaxHistoryBytesLimit, set,
+		"max history bytes %d (want 0..%d)", n, MaxHistoryBytesLimit)
+}
+
 // Conversations keeps conversations in the E2A_BRIDGE bucket. Keys are
 // c.<pool>.<hash of the pool, the conversation's owner and the
 // conversation>: a principal naming another's context or session id
@@ -480,15 +496,22 @@ type Turn struct {
 // scopes them; each envelope's owner is checked again), so an admin's
 // turn in another principal's session gets that session's turns, and the
 // owner's turns get the admin's turns in it, never another principal's.
-func (c *Conversations) History(ctx context.Context, pool string, env *e2a.Envelope, conv Conversation) ([]Turn, error) {
+//
+// The turns are read newest first, and their stored bytes (each turn's
+// envelope and its final frame, as stored) are at most maxBytes: the turn
+// that would pass it ends the reading, left out with every older one (cut
+// is then true), its envelope never decoded. A conversation of MaxTurns
+// large turns so costs one request about maxBytes, not every stored turn.
+func (c *Conversations) History(ctx context.Context, pool string, env *e2a.Envelope, conv Conversation, maxBytes int) (turns []Turn, cut bool, err error) {
 	nc := c.js.Conn()
-	var out []Turn
 	seen := map[string]bool{env.RequestID: true}
 	ids := conv.RequestIDs
 	if i := slices.Index(ids, env.RequestID); i >= 0 {
 		ids = ids[:i]
 	}
-	for _, id := range ids {
+	size := 0
+	for k := len(ids) - 1; k >= 0; k-- {
+		id := ids[k]
 		if seen[id] {
 			// The request being served, or one a record written before
 			// Update recorded each request once lists again.
@@ -504,43 +527,59 @@ func (c *Conversations) History(ctx context.Context, pool string, env *e2a.Envel
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("bridge: history: %w", err)
+			return nil, false, fmt.Errorf("bridge: history: %w", err)
+		}
+		if size+len(m.Data) > maxBytes {
+			cut = true
+			break
 		}
 		prev, err := e2a.FromJSON(m.Data)
 		if err != nil || prev.Owner() != env.Owner() {
 			continue
 		}
-		final, err := c.Final(ctx, id)
+		final, n, err := c.final(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("bridge: history: %w", err)
+			return nil, false, fmt.Errorf("bridge: history: %w", err)
 		}
-		out = append(out, Turn{Envelope: prev, Final: final})
+		if size+len(m.Data)+n > maxBytes {
+			cut = true
+			break
+		}
+		size += len(m.Data) + n
+		turns = append(turns, Turn{Envelope: prev, Final: final})
 	}
-	return out, nil
+	slices.Reverse(turns)
+	return turns, cut, nil
 }
 
 // Final returns the final frame of the request id (nil while it runs, or
 // when its frames have expired).
 func (c *Conversations) Final(ctx context.Context, id string) (*e2a.Response, error) {
+	f, _, err := c.final(ctx, id)
+	return f, err
+}
+
+// final is Final with the bytes of the frame as stored (0 for none).
+func (c *Conversations) final(ctx context.Context, id string) (*e2a.Response, int, error) {
 	respSubj, err := subjects.Response(id)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	r, err := streams.LastBySubject(ctx, c.js.Conn(), streams.ResponsesStream, respSubj)
 	if errors.Is(err, streams.ErrNoMessages) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	last, _, err := e2a.LastInBurst(r.Header.Get(subjects.HeaderFrames), r.Data)
 	if err != nil {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if f, err := e2a.ResponseFromJSON(last); err == nil && f.IsFinal {
-		return f, nil
+		return f, len(last), nil
 	}
-	return nil, nil
+	return nil, 0, nil
 }
 
 // Interrupted reports whether the upstream task of env's thread waits

@@ -34,6 +34,33 @@ func openConversations(t *testing.T) (*nats.Conn, jetstream.JetStream, context.C
 	return nc, js, ctx, convs
 }
 
+// storeTurn stores request id of user's context ctxID with text as
+// ingress and an agent store it in pool p: the envelope, and a frame,
+// with a final one when final.
+func storeTurn(t *testing.T, nc *nats.Conn, js jetstream.JetStream, ctx context.Context, id, user, ctxID, text string, final bool) *e2a.Envelope {
+	t.Helper()
+	env := &e2a.Envelope{RequestID: id, UserID: user, ContextID: ctxID, Params: map[string]any{"text": text}}
+	publishRequest(t, js, ctx, env)
+	seq := natstest.PublishBurst(t, nc, id, 0, 0, natstest.Frame(id, 0, false))
+	if final {
+		natstest.PublishBurst(t, nc, id, 1, seq, natstest.Frame(id, 1, true))
+	}
+	return env
+}
+
+// publishRequest publishes env's envelope in pool p as ingress does.
+func publishRequest(t *testing.T, js jetstream.JetStream, ctx context.Context, env *e2a.Envelope) {
+	t.Helper()
+	b, err := e2a.MarshalEnvelope(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := subjects.Request("p", env.RequestID)
+	if _, err := js.Publish(ctx, subj, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestConversations: Update and Get keep a conversation per pool,
 // principal and conversation id; History returns its stored turns, oldest
 // first, without the current one; a principal naming another's context id
@@ -43,20 +70,7 @@ func TestConversations(t *testing.T) {
 	// Two turns of alice's context ctx-1, stored as ingress and an agent
 	// store them: the envelope, and the frames with a final one.
 	store := func(id, user, ctxID string, final bool) *e2a.Envelope {
-		env := &e2a.Envelope{RequestID: id, UserID: user, ContextID: ctxID, Params: map[string]any{"text": "turn " + id}}
-		b, err := e2a.MarshalEnvelope(env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		subj, _ := subjects.Request("p", id)
-		if _, err := js.Publish(ctx, subj, b); err != nil {
-			t.Fatal(err)
-		}
-		seq := natstest.PublishBurst(t, nc, id, 0, 0, natstest.Frame(id, 0, false))
-		if final {
-			natstest.PublishBurst(t, nc, id, 1, seq, natstest.Frame(id, 1, true))
-		}
-		return env
+		return storeTurn(t, nc, js, ctx, id, user, ctxID, "turn "+id, final)
 	}
 	a1 := store("a1", "alice", "ctx-1", true)
 	a2 := store("a2", "alice", "ctx-1", false) // still running
@@ -78,7 +92,7 @@ func TestConversations(t *testing.T) {
 		t.Fatal(err)
 	}
 	conv, _, _ = convs.Get(ctx, "p", a3)
-	turns, err := convs.History(ctx, "p", a3, conv)
+	turns, _, err := convs.History(ctx, "p", a3, conv, DefaultMaxHistoryBytes)
 	if err != nil || len(turns) != 2 || turns[0].Envelope.RequestID != "a1" || turns[1].Envelope.RequestID != "a2" {
 		t.Fatalf("History: %+v %v", turns, err)
 	}
@@ -87,7 +101,7 @@ func TestConversations(t *testing.T) {
 	}
 	// a2 served again (a retry, a redelivery) after a3 was recorded: its
 	// history is the turns before it, not the later a3 (it had a1 and a3).
-	if turns, err := convs.History(ctx, "p", a2, conv); err != nil || len(turns) != 1 || turns[0].Envelope.RequestID != "a1" {
+	if turns, _, err := convs.History(ctx, "p", a2, conv, DefaultMaxHistoryBytes); err != nil || len(turns) != 1 || turns[0].Envelope.RequestID != "a1" {
 		t.Fatalf("History of a2 served again after a3: %+v %v; want a1 only", turns, err)
 	}
 
@@ -98,7 +112,7 @@ func TestConversations(t *testing.T) {
 	}
 	// Even given alice's conversation record, History returns none of
 	// alice's turns to mallory (the envelopes' user_id is checked again).
-	if turns, err := convs.History(ctx, "p", m1, conv); err != nil || len(turns) != 0 {
+	if turns, _, err := convs.History(ctx, "p", m1, conv, DefaultMaxHistoryBytes); err != nil || len(turns) != 0 {
 		t.Fatalf("mallory's history through alice's record: %+v %v", turns, err)
 	}
 	// Another pool: another conversation.
@@ -221,14 +235,7 @@ func TestConversationThreads(t *testing.T) {
 	// request publishes a request's envelope as ingress does.
 	request := func(id, contextID, task string) *e2a.Envelope {
 		env := &e2a.Envelope{RequestID: id, UserID: "alice", ContextID: contextID, TaskID: task}
-		b, err := e2a.MarshalEnvelope(env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		subj, _ := subjects.Request("p", id)
-		if _, err := js.Publish(ctx, subj, b); err != nil {
-			t.Fatal(err)
-		}
+		publishRequest(t, js, ctx, env)
 		return env
 	}
 	// asks stores a request's final frame: its turn ended input-required.

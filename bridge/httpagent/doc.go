@@ -26,7 +26,8 @@
 // streamed deltas are not kept). A stateless agent that asked for input
 // (an interrupted turn) so gets the client's answer with what it asked.
 // It is bounded: the last [DefaultMaxHistoryTurns] turns
-// ([WithMaxHistoryTurns]), of whose messages the newest that fit in 64 KiB
+// ([WithMaxHistoryTurns]; of them, the newest whose stored requests and
+// final frames fit in bridge.DefaultMaxHistoryBytes, 4 MiB, are read), of whose messages the newest that fit in 64 KiB
 // of JSON; absent when there is none. Each request is recorded in its
 // conversation before it is POSTed; a conversation store that cannot be
 // read ends the request with history_unavailable (retryable) before

@@ -70,7 +70,7 @@ func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]HistoryMes
 		ids = ids[len(ids)-u.cfg.maxTurns:]
 	}
 	conv.RequestIDs = ids
-	turns, err := u.cfg.convs.History(ctx, u.cfg.pool, env, conv)
+	turns, _, err := u.cfg.convs.History(ctx, u.cfg.pool, env, conv, bridge.DefaultMaxHistoryBytes)
 	if err != nil {
 		return nil, bridge.HistoryError(err)
 	}

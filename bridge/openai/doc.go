@@ -37,7 +37,19 @@
 //     tool messages; a turn without a text reply (failed, interrupted,
 //     tool calls no turn answered, expired) is left out whole; past
 //     [WithMaxHistoryTurns], a tool exchange is kept whole (cut before the
-//     turn that made its first call);
+//     turn that made its first call). The turns are read newest first, and
+//     only those whose stored bytes (each turn's envelope and final frame
+//     as stored) fit in [WithMaxHistoryBytes] (default
+//     bridge.DefaultMaxHistoryBytes, 4 MiB) are read and sent: the turn
+//     that would pass it and every older one are left out, and so is the
+//     rest of a tool exchange whose calling turn that cut leaves out (the
+//     turns after it that carry tool results, each with its text and
+//     reply), never sent without its calls. The bound keeps one request's
+//     history to about that much memory, whatever the conversation holds
+//     (bridge.MaxTurns turns of up to max_payload each); keep it above
+//     twice the NATS server's max_payload, so that the last turn always
+//     fits (a request answering the calls of a last turn past the bound
+//     ends invalid_request);
 //   - the request's tool results: its params.data_parts holding a
 //     function_response (A2A DataParts of metadata type
 //     function_response; an E2A client sends the same, {"data": {"id",

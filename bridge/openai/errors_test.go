@@ -228,6 +228,8 @@ func TestOptionsValidated(t *testing.T) {
 		"history no store": openai.WithHistory("p", nil),
 		"negative turns":   openai.WithMaxHistoryTurns(-1),
 		"too many turns":   openai.WithMaxHistoryTurns(bridge.MaxTurns + 1),
+		"negative bytes":   openai.WithMaxHistoryBytes(-1),
+		"too many bytes":   openai.WithMaxHistoryBytes(bridge.MaxHistoryBytesLimit + 1),
 		"tiny event bound": openai.WithMaxEventBytes(100),
 		"huge event bound": openai.WithMaxEventBytes(1 << 30),
 		"nil logger":       openai.WithLogger(nil),
@@ -242,7 +244,7 @@ func TestOptionsValidated(t *testing.T) {
 	if _, err := openai.New(client, " "); !errors.Is(err, bridge.ErrInvalidOption) {
 		t.Errorf("blank model: %v", err)
 	}
-	up, err := openai.New(client, "m", openai.WithSystem("s"), openai.WithMaxHistoryTurns(0), openai.WithMaxEventBytes(1<<10))
+	up, err := openai.New(client, "m", openai.WithSystem("s"), openai.WithMaxHistoryTurns(0), openai.WithMaxHistoryBytes(0), openai.WithMaxEventBytes(1<<10))
 	if err != nil || up.Name() != "openai http://127.0.0.1:1" || up.Model() != "m" {
 		t.Fatalf("New: %v, name %q", err, up.Name())
 	}

@@ -151,7 +151,7 @@ type unit struct {
 }
 
 // history is the messages of env's earlier turns, at most maxTurns of
-// them, oldest first: each turn's tool results (when they answer the
+// them, those whose stored bytes fit in maxBytes (bridge's History), oldest first: each turn's tool results (when they answer the
 // calls of the turn before), its user message with the images and audio
 // it carried (userContent; a turn whose media cannot be sent was
 // answered, before the bridge sent media, from its text, which is sent
@@ -159,8 +159,9 @@ type unit struct {
 // next turn answered them (read from its stored frames). A turn without a
 // text reply (it failed, was interrupted, ended in tool calls no turn
 // answered, or its frames expired) is left out whole, so the messages
-// alternate. A tool exchange is kept whole: the turns are cut before the
-// turn that made the first of its calls. calls are the tool calls of the
+// alternate. A tool exchange is kept whole: past maxTurns the turns are
+// cut before the turn that made the first of its calls; past maxBytes
+// (which no turn may pass), after its last turn. calls are the tool calls of the
 // last turn, read only when answering (env carries tool results).
 func (u *Upstream) history(ctx context.Context, env *e2a.Envelope, answering bool) (out []message, calls []callParam, err error) {
 	if u.convs == nil || u.maxTurns == 0 || !bridge.InConversation(env) {
@@ -170,9 +171,16 @@ func (u *Upstream) history(ctx context.Context, env *e2a.Envelope, answering boo
 	if err != nil || !found {
 		return nil, nil, bridge.HistoryError(err)
 	}
-	all, err := u.convs.History(ctx, u.pool, env, conv)
+	all, cut, err := u.convs.History(ctx, u.pool, env, conv, u.maxBytes)
 	if err != nil {
 		return nil, nil, bridge.HistoryError(err)
+	}
+	if cut {
+		// The oldest turns read may answer the calls of a turn past the
+		// bound: that tool exchange is left out whole.
+		for len(all) > 0 && hasToolResults(all[0].Envelope) {
+			all = all[1:]
+		}
 	}
 	var turns []bridge.Turn
 	for _, t := range all {
@@ -207,6 +215,13 @@ func (u *Upstream) history(ctx context.Context, env *e2a.Envelope, answering boo
 		out = out[units[first].start:]
 	}
 	return out, calls, nil
+}
+
+// hasToolResults reports whether env carries tool results (the answers
+// to the calls of the turn before it).
+func hasToolResults(env *e2a.Envelope) bool {
+	r, err := toolResults(env)
+	return err != nil || len(r) > 0
 }
 
 // turnMessages is the messages of turn t (see history), nil when it is

@@ -79,6 +79,17 @@ func WithMaxHistoryTurns(n int) Option {
 	return bridge.MaxHistoryTurnsOption(n, func(u *Upstream) { u.maxTurns = n })
 }
 
+// WithMaxHistoryBytes bounds the stored bytes of the earlier turns read
+// for the history (0..bridge.MaxHistoryBytesLimit, default
+// bridge.DefaultMaxHistoryBytes, 4 MiB): the newest turns whose stored
+// envelopes and final frames fit in n bytes; the turn that would pass it
+// and every older one are neither read further nor sent, and nor is a
+// tool exchange the cut would split (see the package doc). It bounds the
+// memory one request's history takes, and what it sends upstream.
+func WithMaxHistoryBytes(n int) Option {
+	return bridge.MaxHistoryBytesOption(n, func(u *Upstream) { u.maxBytes = n })
+}
+
 // WithMaxEventBytes bounds one line, and the data of one event, of the
 // upstream's stream (1 KiB .. 64 MiB, default DefaultMaxEventBytes); a
 // longer one fails the call with upstream_protocol_error.
@@ -104,6 +115,7 @@ type Upstream struct {
 	pool     string
 	convs    *bridge.Conversations
 	maxTurns int
+	maxBytes int // WithMaxHistoryBytes
 	maxEvent int
 	log      *slog.Logger
 	params   map[string]json.RawMessage // WithParams
@@ -134,7 +146,7 @@ func New(client *bridge.Client, model string, opts ...Option) (*Upstream, error)
 	base.Path = strings.TrimSuffix(base.Path, "/") + "/chat/completions"
 	base.RawPath = ""
 	u := &Upstream{client: client, endpoint: base.String(), model: model, maxTurns: bridge.MaxTurns,
-		maxEvent: DefaultMaxEventBytes, log: slog.Default()}
+		maxBytes: bridge.DefaultMaxHistoryBytes, maxEvent: DefaultMaxEventBytes, log: slog.Default()}
 	if err := option.Apply(bridge.ErrInvalidOption, u, opts); err != nil {
 		return nil, err
 	}
