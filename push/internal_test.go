@@ -272,6 +272,18 @@ func TestAllowListEmptyLabel(t *testing.T) {
 	}
 }
 
+// TestAllowListPortNotDigits: an entry's port that is not digits alone
+// ("+443", which strconv.Atoi reads as 443) is refused, as the workflow's
+// host patterns and E2A_UPSTREAM_ALLOWED_HOSTS refuse it: it was taken as
+// 443, where the other two allow-lists refused the same entry.
+func TestAllowListPortNotDigits(t *testing.T) {
+	for _, e := range []string{"h.test:+443", "h.test:-1", "h.test: 443", "h.test:4_43"} {
+		if rules, err := parseAllowHosts([]string{e}); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("entry %q: %+v, %v; want ErrInvalidOption", e, rules, err)
+		}
+	}
+}
+
 // TestAllowListPortLeadingZeros: a port written with leading zeros is the
 // port its number names, in an entry ("h.test:0443") and in a webhook URL
 // ("http://h.test:0080/"), as the dialer reads it: such an entry matched

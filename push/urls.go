@@ -43,7 +43,7 @@ func parseAllowHosts(list []string) ([]hostRule, error) {
 			if h, p, err := net.SplitHostPort(s); err == nil {
 				host, port = h, p
 				n, err := strconv.Atoi(p)
-				if err != nil || n < 1 || n > 65535 {
+				if err != nil || n < 1 || n > 65535 || strings.Trim(p, "0123456789") != "" {
 					return nil, fmt.Errorf("%w: allow-list entry %q: the port must be 1..65535", ErrInvalidOption, s)
 				}
 				port = strconv.Itoa(n) // "0443" is 443, as the dialer reads it
