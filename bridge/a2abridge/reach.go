@@ -44,9 +44,13 @@ func answering(ctx context.Context, usable []*a2a.AgentInterface, timeout time.D
 		if a == "" {
 			continue
 		}
+		// An address listed again (gRPC and JSON-RPC on one port) is
+		// dialled once; its result, which may be in already, stays.
 		mu.Lock()
 		_, seen := silent[a]
-		silent[a] = false
+		if !seen {
+			silent[a] = false
+		}
 		mu.Unlock()
 		if seen {
 			continue
