@@ -189,7 +189,13 @@ func TestReadyzDevReadyWithoutLiveWorker(t *testing.T) {
 // again when the cluster is back.
 func TestReadyzDegradedWithoutQuorum(t *testing.T) {
 	c := natstest.RunCluster(t, 3)
-	serve := startStageForReadyz(t, c.URL(), nil, "serve")
+	// Every stream, bucket and consumer on the three servers, as
+	// RunCluster made them: serve applies the streams again with
+	// E2A_REPLICAS, one replica by default, and those then on the server
+	// left work on, and a process whose needs are all there is rightly
+	// ready (an agent's three, in one local run of three; CI's failure
+	// "last answer: 200 OK {"status":"ready"}").
+	serve := startStageForReadyz(t, c.URL(), map[string]string{"E2A_REPLICAS": "3"}, "serve")
 	agent := startStageForReadyz(t, c.URL(), nil, "agent", "--pool", "demo")
 	c.Kill(1)
 	c.Kill(2)

@@ -48,14 +48,30 @@ func jetStreamFailure(err error) error {
 	return err
 }
 
+// ErrNoLeader is a stream's, bucket's or consumer's info answered while
+// its replicas have no leader (an R3 asset two of whose servers are gone):
+// a member answers the info, but nothing can be written to it or read
+// from it. The check is degraded, as when JetStream cannot answer at all.
+var ErrNoLeader = errors.New("no leader (its replicas have no quorum)")
+
+// leaderless is a degraded failure naming what when ci, an info's cluster
+// part, has no leader; nil otherwise (a single server names itself).
+func leaderless(what string, ci *jetstream.ClusterInfo) error {
+	if ci != nil && ci.Leader == "" {
+		return degraded{fmt.Errorf("%s: %w", what, ErrNoLeader)}
+	}
+	return nil
+}
+
 // StreamPresent is ready when stream name exists (one stream info,
 // which every stage's NATS user may make); a failure names it.
 func StreamPresent(js jetstream.JetStream, name string) Check {
 	return func(ctx context.Context) error {
-		if _, err := js.Stream(ctx, name); err != nil {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
 			return jetStreamFailure(fmt.Errorf("stream %s: %w", name, err))
 		}
-		return nil
+		return leaderless("stream "+name, st.CachedInfo().Cluster)
 	}
 }
 
@@ -65,10 +81,14 @@ func StreamPresent(js jetstream.JetStream, name string) Check {
 // bucket was deleted would report ready and fail every request.
 func BucketPresent(js jetstream.JetStream, name string) Check {
 	return func(ctx context.Context) error {
-		if _, err := js.KeyValue(ctx, name); err != nil { // one info of its stream
+		st, err := js.Stream(ctx, "KV_"+name) // what js.KeyValue reads
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			err = jetstream.ErrBucketNotFound
+		}
+		if err != nil {
 			return jetStreamFailure(fmt.Errorf("bucket %s: %w", name, err))
 		}
-		return nil
+		return leaderless("bucket "+name, st.CachedInfo().Cluster)
 	}
 }
 
@@ -79,10 +99,11 @@ func BucketPresent(js jetstream.JetStream, name string) Check {
 // process pulls nothing while it looks alive.
 func ConsumerPresent(js jetstream.JetStream, stream, name string) Check {
 	return func(ctx context.Context) error {
-		if _, err := js.Consumer(ctx, stream, name); err != nil {
+		c, err := js.Consumer(ctx, stream, name)
+		if err != nil {
 			return jetStreamFailure(fmt.Errorf("consumer %s on %s: %w", name, stream, err))
 		}
-		return nil
+		return leaderless("consumer "+name+" on "+stream, c.CachedInfo().Cluster)
 	}
 }
 
