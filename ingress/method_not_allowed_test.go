@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
 // curlLike sends what curl sends for `curl [-X method] url [-d body] [-H …]`
@@ -101,5 +105,32 @@ func TestV1RESTWrongMethodErrorShape(t *testing.T) {
 			t.Errorf("%s %s: 405 %q %q, want the binding's {\"error\":{\"code\":405,\"status\",\"message\",\"details\"}}",
 				c.method, c.path, h.Get("Content-Type"), b)
 		}
+	}
+}
+
+// TestWorkflowAPI405AllowsHEAD: the A2E workflow API's GET routes
+// (/health, /api/v1/capabilities, /api/v1/executions/{id},
+// /api/v1/rate-limit/status) answer HEAD (the router serves a GET
+// pattern's HEAD), but a wrong method there was 405 with `Allow: GET`
+// alone, which RFC 9110 §15.5.6 requires to list every method the resource
+// supports (as TestStream405AllowsHEAD requires of egress's paths).
+func TestWorkflowAPI405AllowsHEAD(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	url := frontDoor(t, nc, ingress.WithWorkflow(workflow.New(workflow.Options{})))
+	for _, path := range []string{"/health", "/api/v1/capabilities", "/api/v1/executions/x", "/api/v1/rate-limit/status"} {
+		if c, _, b := curlLike(t, "HEAD", url+path, ""); c == http.StatusMethodNotAllowed {
+			t.Fatalf("HEAD %s: %d %s, want it served", path, c, b)
+		}
+		c, h, b := curlLike(t, "PUT", url+path, "{}")
+		if c != http.StatusMethodNotAllowed {
+			t.Fatalf("PUT %s: %d %.300s", path, c, b)
+		}
+		if allow := strings.Split(h.Get("Allow"), ", "); !slices.Contains(allow, "GET") || !slices.Contains(allow, "HEAD") {
+			t.Errorf("405 on %s: Allow %q, want GET and HEAD (HEAD is served there)", path, h.Get("Allow"))
+		}
+	}
+	// A POST route's Allow is POST alone.
+	if c, h, _ := curlLike(t, "GET", url+"/api/v1/workflows/execute", ""); c != http.StatusMethodNotAllowed || h.Get("Allow") != "POST" {
+		t.Errorf("GET /api/v1/workflows/execute: %d Allow %q, want 405 POST", c, h.Get("Allow"))
 	}
 }

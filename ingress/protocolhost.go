@@ -44,10 +44,12 @@ import (
 // HTTP paths (POST, served by serveRPC, counted under the protocol and the
 // method); host.BindingServer's bindings at its first path (bindProtocols);
 // host.CardServer's agent card (mountCard). Other methods on a path are
-// 405.
+// 405, Allow naming the path's routes' methods (HEAD with GET: the mux
+// serves a GET pattern's HEAD).
 func (s *Server) mountProtocols(mux *http.ServeMux) {
 	h := protocolHost{s: s}
-	paths := map[string]bool{}
+	allow := map[string][]string{} // by path, in the order first routed
+	var paths []string
 	for _, p := range s.opts.protocols.All() {
 		if pe, ok := endpointOf(h, p.Service); ok {
 			s.mountRPC(mux, p, pe)
@@ -65,11 +67,22 @@ func (s *Server) mountProtocols(mux *http.ServeMux) {
 		for _, rt := range rs.Routes(h) {
 			pattern := rt.Method + " " + rt.Path
 			mux.Handle(pattern, s.counted(p.Name, pattern, rt.Handler))
-			if !paths[rt.Path] {
-				paths[rt.Path] = true
-				mux.HandleFunc(rt.Path, egress.MethodNotAllowed(rt.Method))
+			if _, ok := allow[rt.Path]; !ok {
+				paths = append(paths, rt.Path)
+			}
+			methods := []string{rt.Method}
+			if rt.Method == http.MethodGet {
+				methods = append(methods, http.MethodHead)
+			}
+			for _, m := range methods {
+				if !slices.Contains(allow[rt.Path], m) {
+					allow[rt.Path] = append(allow[rt.Path], m)
+				}
 			}
 		}
+	}
+	for _, path := range paths {
+		mux.HandleFunc(path, egress.MethodNotAllowed(allow[path]...))
 	}
 }
 
