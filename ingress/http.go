@@ -166,3 +166,34 @@ func withBodyChecked(ctx context.Context) context.Context {
 }
 
 func bodyChecked(ctx context.Context) bool { v, _ := ctx.Value(bodyCheckedKey{}).(bool); return v }
+
+// bounded serves h with a body whose declared length (Content-Length)
+// passes the body bound (WithMaxBodyBytes) answered unread: its reads
+// fail at once with the *http.MaxBytesError a door's http.MaxBytesReader
+// gives past the bound, so the door answers its own 413 before any of
+// the body is read, and net/http never sends the 100 Continue an `Expect:
+// 100-continue` asked for (it does at the body's first read), nor waits
+// for content the client may not send before it (RFC 9110 §10.1.1). h
+// gets a copy of r: net/http decides by the body of its own r whether the
+// connection is closed after the answer (an unsent 100 Continue, or more
+// than 256 KiB left unread) or the rest discarded, which it would read
+// from the client, asking for it, had that body been replaced. A body of
+// unknown length (chunked) is bounded as it is read.
+func (s *Server) bounded(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.opts.maxBody {
+			r = r.WithContext(r.Context())
+			r.Body = overBound{limit: s.opts.maxBody}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// overBound is a request body declared longer than limit: a read is the
+// error of a body read past it; the server closes the body it read none
+// of.
+type overBound struct{ limit int64 }
+
+func (b overBound) Read([]byte) (int, error) { return 0, &http.MaxBytesError{Limit: b.limit} }
+
+func (overBound) Close() error { return nil }

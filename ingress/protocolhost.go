@@ -66,7 +66,7 @@ func (s *Server) mountProtocols(mux *http.ServeMux) {
 		}
 		for _, rt := range rs.Routes(h) {
 			pattern := rt.Method + " " + rt.Path
-			mux.Handle(pattern, s.counted(p.Name, pattern, rt.Handler))
+			mux.Handle(pattern, s.counted(p.Name, pattern, s.bounded(rt.Handler)))
 			if _, ok := allow[rt.Path]; !ok {
 				paths = append(paths, rt.Path)
 			}
@@ -106,11 +106,11 @@ func (s *Server) mountRPC(mux *http.ServeMux, p protocols.Protocol, pe host.RPCE
 		if !strings.HasPrefix(path, "/") {
 			continue
 		}
-		serve := func(w http.ResponseWriter, r *http.Request) { s.servePeeked(w, r, e, peek) }
-		mux.HandleFunc(http.MethodPost+" "+path, serve)
+		serve := s.bounded(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.servePeeked(w, r, e, peek) }))
+		mux.Handle(http.MethodPost+" "+path, serve)
 		// With a trailing slash too ("/a2a/"): httpx-based clients
 		// post to "<url>/".
-		mux.HandleFunc(http.MethodPost+" "+path+"/{$}", serve)
+		mux.Handle(http.MethodPost+" "+path+"/{$}", serve)
 		mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
 	}
 }
@@ -127,9 +127,10 @@ func (s *Server) mountBindings(mux *http.ServeMux, p protocols.Protocol, b host.
 	if p.Name == s.v1name {
 		rpc = s.v1rpc
 	}
+	rpc = s.bounded(rpc)
 	mux.Handle("POST "+path, rpc)
 	mux.Handle("POST "+path+"/{$}", rpc)
-	mux.Handle(path+"/", s.counted(protocol, route, b.REST))
+	mux.Handle(path+"/", s.counted(protocol, route, s.bounded(b.REST)))
 	mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
 }
 
