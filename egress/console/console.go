@@ -267,6 +267,9 @@ func (c *Console) Close() {
 //	GET  /console/api/tasks/{task}/push        a task's push configs and their delivery state (WithPushView)
 //	GET  /console/api/task/push?id=            the same, the task in the query (the task "." or "..")
 //	POST /console/api/demo                     start a demo request through ingress (WithDemo)
+//
+// Another method on any of these paths is 405 with Allow (GET and HEAD
+// where GET is served); a path under /console naming none of them is 404.
 func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console", c.page)
 	mux.HandleFunc("GET /console/{$}", c.page)
@@ -297,6 +300,12 @@ func (c *Console) Register(mux *http.ServeMux) {
 		"/console/api/task/push": get, "/console/api/demo": post,
 	} {
 		mux.HandleFunc(path, withSecurityHeaders(egress.MethodNotAllowed(allow...)))
+	}
+	// So does another method on a page, its login page or an asset: it
+	// was 404 "no such console page" (/console redirected there first,
+	// 307, by the router).
+	for _, path := range []string{"/console", "/console/{$}", "/console/login", "/console/assets/"} {
+		mux.HandleFunc(path, withSecurityHeaders(egress.MethodNotAllowed(get...)))
 	}
 	// A path under the API that names none gets the console's 404, not
 	// what else the mux holds (ingress's catch-all, net/http's text).

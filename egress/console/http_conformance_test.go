@@ -158,3 +158,31 @@ func TestConsoleUnknownAPIPathIsConsoleJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestConsolePageWrongMethodIs405: a page of the console (the page, its
+// login page, its assets) asked with another method than GET or HEAD is
+// 405 with Allow: GET, HEAD and the console's headers, as its API paths
+// are (TestConsoleAllowNamesHead): POST /console was redirected (307,
+// the router's, keeping the method) to /console/, where it was 404 "no
+// such console page", as was POST /console/, /console/login or an asset:
+// a page that is there, said missing.
+func TestConsolePageWrongMethodIs405(t *testing.T) {
+	p := startPipeline(t, pipelineOptions{noAgent: true})
+	for _, path := range []string{"/console", "/console/", "/console/login", "/console/assets/console.js"} {
+		if resp, b := p.do(t, "GET", path, ""); resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %.200s", path, resp.StatusCode, b)
+		}
+		for _, m := range []string{"POST", "DELETE", "OPTIONS"} {
+			resp, b := p.do(t, m, path, "")
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" ||
+				resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("%s %s: %d Allow %q %v %.200s, want 405 Allow: GET, HEAD with the console's headers",
+					m, path, resp.StatusCode, resp.Header.Get("Allow"), resp.Header, b)
+			}
+		}
+	}
+	// A page that is not there stays 404 whatever the method.
+	if resp, b := p.do(t, "POST", "/console/nope", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("POST /console/nope: %d %.200s, want 404", resp.StatusCode, b)
+	}
+}
