@@ -236,12 +236,7 @@ func refuseRPC(w http.ResponseWriter, f host.Refusal) { refuseRPCTo(w, nil, f) }
 // refuseRPCTo is refuseRPC answering the call with id id (as sent; nil:
 // null).
 func refuseRPCTo(w http.ResponseWriter, id json.RawMessage, f host.Refusal) {
-	switch f.RPCCode {
-	case jsonrpc.CodeAuthentication:
-		f.RPCCode = jsonrpc.CodeA2AUnauthenticated
-	case jsonrpc.CodeAuthorization:
-		f.RPCCode = jsonrpc.CodeA2AUnauthorized
-	}
+	f.RPCCode = refusalCode(f.RPCCode)
 	if e, ok := refusalUnavailable(f); ok {
 		// A temporary failure, as errUnavailable is answered: -32000 with
 		// its RetryInfo beside the ErrorInfo.
@@ -296,12 +291,30 @@ func peekRPCID(r *http.Request, limit int64) json.RawMessage {
 	return nil
 }
 
+// refusalCode is a refusal's JSON-RPC code as this binding answers it: a
+// credential refused is a2a-go/v2's Unauthenticated (-31401) or
+// Unauthorized (-31403), the gate's codes (AgentVault's -32002, -32003)
+// being v1.0's TaskNotCancelable and PushNotificationNotSupported.
+func refusalCode(code int) int {
+	switch code {
+	case jsonrpc.CodeAuthentication:
+		return jsonrpc.CodeA2AUnauthenticated
+	case jsonrpc.CodeAuthorization:
+		return jsonrpc.CodeA2AUnauthorized
+	}
+	return code
+}
+
 // typedDetails is a refusal's detail as A2A v1.0's JSON-RPC binding
 // carries details (§9.5: error.data, an array of objects each with an
 // @type): its data as a google.protobuf.Struct, its wait as a
-// google.rpc.RetryInfo; nil for none. The gate's protocol-neutral data (a
-// rate limit's {error, message, retry_after}) was written bare, which a
-// client decoding the spec's details could not read.
+// google.rpc.RetryInfo, then the ErrorInfo of the A2A error its code is
+// (refusalCode; none for a code that is none, the rate limit's); nil for
+// none. The gate's protocol-neutral data (a rate limit's {error, message,
+// retry_after}) was written bare, which a client decoding the spec's
+// details could not read; and without the ErrorInfo a2a-go/v2's HTTP+JSON
+// client, which tells an error by its reason alone, read a 401 as an
+// internal error.
 func typedDetails(f host.Refusal) any {
 	var out []*errordetails.Typed
 	if f.Data != nil {
@@ -312,6 +325,15 @@ func typedDetails(f host.Refusal) any {
 	}
 	if f.RetryAfter > 0 {
 		out = append(out, retryInfo(f.RetryAfter))
+	}
+	if code := refusalCode(f.RPCCode); code != 0 {
+		for _, c := range rpcCodes {
+			if c.code == code {
+				out = append(out, errordetails.NewErrorInfo(a2a.ErrorReason(c.err), a2a.ProtocolDomain,
+					map[string]string{"timestamp": now().UTC().Format(time.RFC3339)}))
+				break
+			}
+		}
 	}
 	if len(out) == 0 {
 		return nil
@@ -588,7 +610,7 @@ func (b *bindings) followStream(w http.ResponseWriter, r *http.Request, c host.B
 func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHead, ok bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		host.RefuseJSONRPC(w, nil, host.Refusal{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest,
+		refuseRPC(w, host.Refusal{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest,
 			Message: "Invalid Request: body exceeds " + strconv.FormatInt(limit, 10) + " bytes"})
 		return head, false
 	}
@@ -691,7 +713,7 @@ func checkRESTBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte,
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			restRefuse(w, host.Refusal{Status: http.StatusRequestEntityTooLarge,
+			restRefuse(w, host.Refusal{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest,
 				Message: "request body exceeds " + strconv.FormatInt(limit, 10) + " bytes"})
 			return nil, false
 		}
