@@ -21,8 +21,9 @@ import (
 // raw body; an encoding of a typed one) is paid once or so per request.
 // So is the metadata it sets for its frames (Writer.SetMetadata: an HTTP
 // agent's frames carry their own), once per change. The A2A bridge's
-// working status messages, which it writes as text deltas, it scrubs
-// itself (a2abridge: turn.scrubbed).
+// working status-updates are a2a.stream_event status_update frames,
+// scrubbed so; a completed status's message, which it writes as text
+// deltas, it scrubs itself (a2abridge: turn.scrubbed).
 //
 // Not scrubbed is the answer's content as it streams: e2a.chunk deltas
 // (Writer.Chunk, and e2a.chunk frames written with Write), non-final

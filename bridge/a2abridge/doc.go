@@ -60,10 +60,8 @@
 //     status_event_metadata (completed, failed), which the renderers give
 //     the status-update they end the stream with, and the pipeline's task
 //     its metadata (GetTask, tasks/get: a2amap merges every
-//     status-update's into the task's, as a2a-go's task manager does). A
-//     working
-//     status-update's metadata is not carried: no status-update is
-//     written for it (its message's parts are, below);
+//     status-update's into the task's, as a2a-go's task manager does); a
+//     working status-update's is its own frame's event's (below);
 //   - any other data part, and a file part (bytes or URL): an
 //     a2a.stream_event frame of branch artifact_update (the A2A v0.3
 //     TaskArtifactUpdateEvent with the part, the artifact's id, its name
@@ -78,25 +76,39 @@
 //     streams show it replaced, and so does e2a.complete's result text;
 //     the E2A text deltas, an ACP session and the aggregated
 //     message/send task of a2amap do not replace);
-//   - the data and file parts of a message (a status message; a direct
-//     Message answer that is not the turn's first frame, below) likewise,
+//   - the data and file parts of a message (a completed status's message;
+//     a direct Message answer that is not the turn's first frame, below) likewise,
 //     as an artifact named after the message;
 //     its text parts as text deltas of no artifact (no llm_response_id),
 //     each part's metadata and its mediaType and filename as
 //     artifact_part_metadata and artifact_part_fields on its chunks (the
 //     renderers keep a run of chunks of the same fields one part);
-//   - a status message while the task works: its parts, its text scrubbed
-//     of the bridge's credentials (bridge.Scrubber: the agent's own words,
-//     not its answer; so is a completed status's message), not the message
-//     itself (A2A clients get its parts as artifact updates and, in the
-//     task, artifacts, not a status-update's message: the message's own
-//     metadata, extensions and role, and the status-update's metadata,
-//     are not carried; a completed status's message likewise), once each by
-//     its id, also when only a snapshot shows it (a poll, a re-subscription
-//     after a cut: the task's history and status) and when the agent sends
-//     it again (a status-update replayed, a completed status with the
-//     same message: not written again; a takeover's first snapshot's
-//     messages count as written, but a completed status's); input-required
+//   - a status-update while the task works (a state that neither ends the
+//     task nor asks for input: working) with a message, or with metadata:
+//     the agent's status-update as it sent it, an a2a.stream_event frame of
+//     branch status_update, not final (turn.statusMessage), its message's
+//     id, role, parts, metadata and extensions and the event's metadata
+//     kept, but the upstream's task, context and reference task ids: A2A
+//     v1.0 and v0.3 clients get that status-update where the agent sent it
+//     among its artifact updates, and the task (GetTask, tasks/get) has
+//     the message in its history once a later status replaces it and the
+//     metadata merged into its own, as from the agent itself (a2amap
+//     applies status-updates as a2a-go's task manager does); E2A clients
+//     get the frame (not the answer's text: e2a.complete's text has not
+//     its words), ACP clients its parts (agent_message_chunk, a thought's
+//     agent_thought_chunk, a tool part's call), A2E a status event. A
+//     thought or tool part marked the ADK way is marked as the renderers
+//     read it (thought, type), which keep it from an A2A client that did
+//     not ask for the trpc interaction spec's parts. The Handler scrubs
+//     the frame of the bridge's credentials (bridge.Scrubber: a status
+//     message is the agent's own words, not its answer). Once each
+//     message by its id, also when only a snapshot shows it (a poll, a
+//     re-subscription after a cut: the task's history, written as working
+//     status-updates, and its status) and when the agent sends it again (a
+//     status-update replayed, a completed status with the same message:
+//     not written again; a takeover's first snapshot's messages count as
+//     written, but a completed status's); a completed status's message:
+//     its parts, as the answer's (below), its text scrubbed; input-required
 //     and auth-required: the turn ends interrupted with the agent's
 //     final status-update (e2a.InterruptBody's frame) and its message as
 //     it sent it but its thoughts and the upstream's ids, as the agent's
@@ -137,7 +149,7 @@
 //     is not taken back); E2A clients the frame, ACP its parts as
 //     agent_message_chunk and the other protocols its text. A Message
 //     after frames of the turn (an agent that sent task events first;
-//     a takeover's) is written as a status message is: its parts, then
+//     a takeover's) is written as a completed status's message is: its parts, then
 //     e2a.complete;
 //   - an event naming another task than the turn's, once the turn's task
 //     is known (the first event naming one, or the task a continuation or

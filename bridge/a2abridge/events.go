@@ -293,11 +293,12 @@ func (t *turn) record(ctx context.Context) error {
 	return nil
 }
 
-// status writes a status: its message while the task works (when
-// working), and the final frame of a state that ends the turn. A
-// message the turn said (by its id: written, or known to the frames)
-// is not written again, working or completed: an agent that sends it
-// again, or replays its status on a re-subscription.
+// status writes a status: the agent's status-update while the task
+// works (when working: statusMessage, for a message or metadata), and
+// the final frame of a state that ends the turn. A message the turn said
+// (by its id: written, or known to the frames) is not written again,
+// working or completed: an agent that sends it again, or replays its
+// status on a re-subscription.
 func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) error {
 	text := ""
 	if st.Message != nil {
@@ -343,11 +344,110 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		}
 		return t.end(st)
 	}
-	if working && !t.said[msgID(st.Message)] {
-		t.say(st.Message)
-		return t.message(t.scrubbed(st.Message))
+	if !working || st.Message != nil && t.said[st.Message.ID] || st.Message == nil && len(t.statusMeta) == 0 {
+		return nil // a snapshot's (gapMessages), a message said (sent again: a replay, a re-subscription's: once), or nothing to say
 	}
-	return nil // or a message said (sent again: a replay, a re-subscription's): once
+	t.say(st.Message)
+	return t.statusMessage(st)
+}
+
+// statusMessage writes a status-update of the agent's that does not end
+// the turn (working, or any state that neither ends the task nor asks
+// for input), with its message, as the agent sent it: an a2a.stream_event
+// status_update frame, not final, of st's state, message and timestamp
+// and the event's metadata (statusMeta; none for a snapshot's), which
+// the A2A renderers pass on as the stream's status-update and apply to
+// the task as a2a-go's task manager does (the message in history once a
+// later status replaces it, the metadata merged into the task's). The
+// message keeps its id, role, metadata, extensions and parts (a text or
+// data part's mediaType and filename in artifact_part_fields; a thought
+// or tool part marked as the renderers read it: thoughtPart), but the
+// upstream's task, context and reference task ids (the renderers give it
+// the pipeline's); a part that does not encode is left out, logged. E2A
+// clients get the frame, ACP clients its parts (agent_message_chunk,
+// agent_thought_chunk, tool calls), A2E a status event. The Handler
+// scrubs the frame (a status message is the agent's own words, which may
+// quote the request's headers).
+func (t *turn) statusMessage(st a2a.TaskStatus) error {
+	var msg *a2a.Message
+	if st.Message != nil {
+		c := *st.Message
+		c.TaskID, c.ContextID, c.ReferenceTasks = "", "", nil
+		c.Parts = a2a.ContentParts{}
+		for _, p := range st.Message.Parts {
+			if t.encodes(p) {
+				c.Parts = append(c.Parts, thoughtPart(p))
+			}
+		}
+		msg = &c
+	}
+	t.tail, t.wrote = "", true
+	return t.writeStatus(st, msg, false)
+}
+
+// writeStatus writes the agent's status-update of st's state and
+// timestamp with message msg (nil: none) and the event's metadata
+// (statusMeta), an a2a.stream_event status_update frame: the turn's
+// final frame (final, status succeeded), else one in progress. The
+// frames' artifact_part_fields are first set to msg's parts'
+// (statusFields).
+func (t *turn) writeStatus(st a2a.TaskStatus, msg *a2a.Message, final bool) error {
+	var parts a2a.ContentParts
+	if msg != nil {
+		parts = msg.Parts
+	}
+	if err := t.statusFields(parts); err != nil {
+		return err
+	}
+	ev := a2av0.FromV1TaskStatusUpdateEvent(&a2a.TaskStatusUpdateEvent{
+		Status: a2a.TaskStatus{State: st.State, Message: msg, Timestamp: st.Timestamp}, Metadata: t.statusMeta})
+	ev.Final = final // auth-required too (the conversion's is not)
+	if ev.Status.Message != nil && ev.Status.Message.Parts == nil {
+		ev.Status.Message.Parts = a2alegacy.ContentParts{}
+	}
+	status := e2a.StatusInProgress
+	if final {
+		status = e2a.StatusSucceeded
+	}
+	return t.w.Write(e2a.KindA2AStreamEvent, status, e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate, Payload: ev}, final)
+}
+
+// encodes reports whether part p of an agent's message encodes (partJSON);
+// one that does not is left out, logged.
+func (t *turn) encodes(p *a2a.Part) bool {
+	if _, err := partJSON(p); err != nil {
+		t.u.cfg.log.Warn("a2a bridge: a part of the agent's message left out", "request_id", t.env.RequestID,
+			"err", t.u.Scrub(err.Error()))
+		return false
+	}
+	return true
+}
+
+// thoughtPart is p marked as the pipeline's renderers read a thought or a
+// tool part (metadata thought: true; type function_call or
+// function_response), as the bridge's deltas of it are, when its
+// metadata marks it otherwise (ADK's adk_thought, adk_type): they keep
+// it from a client that did not ask for the trpc interaction spec's
+// parts, and ACP's shows it as a thought or a tool call. p itself when
+// it is marked so already, or is neither; else a copy.
+func thoughtPart(p *a2a.Part) *a2a.Part {
+	var key string
+	var val any
+	switch pc := pieceOf(p); pc.kind {
+	case e2a.DeltaReasoning:
+		key, val = a2amap.MetaThought, true
+	case e2a.DeltaTool:
+		key, val = a2amap.MetaPartType, toolType(p.Metadata)
+	default:
+		return p
+	}
+	if p.Metadata[key] == val {
+		return p
+	}
+	c := *p
+	c.Metadata = maps.Clone(p.Metadata)
+	c.Metadata[key] = val
+	return &c
 }
 
 // msgID is m's id ("" for none, or no m: never said).
@@ -362,9 +462,7 @@ func msgID(m *a2a.Message) string {
 // m as status writes a completed status's (a takeover whose worker before
 // stopped between the message and its e2a.complete): the text of no
 // artifact they end with (tail) ends with m's text, and m's other parts
-// are stored under its id. The stored frames do not say whose text it
-// is: a working status's message of the same text just before the end
-// is taken for it.
+// are stored under its id.
 func (t *turn) storedEnd(m *a2a.Message) bool {
 	if m == nil {
 		return false
@@ -405,17 +503,7 @@ func (t *turn) end(st a2a.TaskStatus) error {
 		m.ID, m.TaskID, m.ContextID, m.ReferenceTasks = "", "", "", nil
 		msg = &m
 	}
-	ev := a2av0.FromV1TaskStatusUpdateEvent(&a2a.TaskStatusUpdateEvent{
-		Status: a2a.TaskStatus{State: st.State, Message: msg, Timestamp: st.Timestamp}, Metadata: t.statusMeta})
-	var parts a2a.ContentParts
-	if msg != nil {
-		parts = msg.Parts
-	}
-	if err := t.statusFields(parts); err != nil {
-		return err
-	}
-	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusSucceeded,
-		e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate, Payload: ev}, true)
+	return t.writeStatus(st, msg, true)
 }
 
 // statusFields sets the frames' artifact_part_fields (a2amap.PartFields)
@@ -446,12 +534,7 @@ func (t *turn) ask(st a2a.TaskStatus) error {
 		m.ID, m.TaskID, m.ContextID, m.ReferenceTasks = "", "", "", nil
 		m.Parts = nil
 		for _, p := range st.Message.Parts {
-			if pc := pieceOf(p); pc.kind == "" || pc.kind == e2a.DeltaReasoning {
-				continue
-			}
-			if _, err := partJSON(p); err != nil {
-				t.u.cfg.log.Warn("a2a bridge: a part of the agent's message left out", "request_id", t.env.RequestID,
-					"err", t.u.Scrub(err.Error()))
+			if pc := pieceOf(p); pc.kind == "" || pc.kind == e2a.DeltaReasoning || !t.encodes(p) {
 				continue
 			}
 			m.Parts = append(m.Parts, p)
@@ -460,18 +543,7 @@ func (t *turn) ask(st a2a.TaskStatus) error {
 			msg = &m
 		}
 	}
-	var parts a2a.ContentParts
-	if msg != nil {
-		parts = msg.Parts
-	}
-	if err := t.statusFields(parts); err != nil {
-		return err
-	}
-	ev := a2av0.FromV1TaskStatusUpdateEvent(&a2a.TaskStatusUpdateEvent{
-		Status: a2a.TaskStatus{State: st.State, Message: msg, Timestamp: st.Timestamp}, Metadata: t.statusMeta})
-	ev.Final = true // auth-required too (the conversion's is not)
-	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusSucceeded,
-		e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate, Payload: ev}, true)
+	return t.writeStatus(st, msg, true)
 }
 
 // reply writes the agent's direct answer m (a Message, no task) as the
@@ -492,12 +564,9 @@ func (t *turn) reply(m *a2a.Message) error {
 	c.TaskID, c.ContextID, c.ReferenceTasks = "", "", nil
 	c.Parts = a2a.ContentParts{}
 	for _, p := range m.Parts {
-		if _, err := partJSON(p); err != nil {
-			t.u.cfg.log.Warn("a2a bridge: a part of the agent's message left out", "request_id", t.env.RequestID,
-				"err", t.u.Scrub(err.Error()))
-			continue
+		if t.encodes(p) {
+			c.Parts = append(c.Parts, p)
 		}
-		c.Parts = append(c.Parts, p)
 	}
 	if err := t.statusFields(c.Parts); err != nil {
 		return err
@@ -526,8 +595,9 @@ func partJSON(p *a2a.Part) (map[string]any, error) {
 	return m, nil
 }
 
-// scrubbed is a status message with the bridge's credentials taken out
-// of its parts: their text (bridge.Scrubber), written as text deltas, and
+// scrubbed is a completed status's message (status writes a working
+// one as a status_update frame, which the Handler scrubs) with the
+// bridge's credentials taken out of its parts: their text (bridge.Scrubber), written as text deltas, and
 // their data, file URLs and metadata (bridge.ScrubValue), written as
 // artifact updates the Handler does not scan (the answer's content). A
 // status message is the agent's own words about its work, which may quote

@@ -14,14 +14,17 @@ import (
 	legacysrv "github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
+	"github.com/e2a-pipeline/pipeline/e2a"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -176,4 +179,44 @@ func startV03At(t *testing.T, rpc http.Handler, cardPath, version string) string
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return base
+}
+
+// saidText is the text of frames in their order: their text deltas and
+// the text of their status-updates' messages (statusParts).
+func saidText(t *testing.T, frames []*e2a.Response) string {
+	t.Helper()
+	var b strings.Builder
+	for _, f := range frames {
+		if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaText {
+			b.WriteString(c.Delta.(string))
+		}
+		for _, p := range statusParts(t, []*e2a.Response{f}) {
+			b.WriteString(p.Text())
+		}
+	}
+	return b.String()
+}
+
+// statusParts is the parts of the messages of the agent's status-updates
+// among frames (non-final a2a.stream_event status_update frames: the
+// bridge's of an agent's working status), in A2A v1.0, in order.
+func statusParts(t *testing.T, frames []*e2a.Response) []*a2a.Part {
+	t.Helper()
+	var parts []*a2a.Part
+	for _, f := range frames {
+		old, err := a2amap.NativeEvent(f)
+		if err != nil {
+			t.Fatalf("frame %d: %v", f.Sequence, err)
+		}
+		su, ok := old.(*legacy.TaskStatusUpdateEvent)
+		if !ok || f.IsFinal || su.Status.Message == nil {
+			continue
+		}
+		ev, err := a2av0.ToV1Event(su)
+		if err != nil {
+			t.Fatalf("frame %d: %v", f.Sequence, err)
+		}
+		parts = append(parts, ev.(*a2a.TaskStatusUpdateEvent).Status.Message.Parts...)
+	}
+	return parts
 }

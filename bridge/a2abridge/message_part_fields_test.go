@@ -76,9 +76,9 @@ func textFieldErrors(what string, parts []*a2a.Part, want map[string][2]string) 
 // TestMessagePartFieldsReachA2AClients: the text parts of a bridged A2A
 // v1.0 agent's messages outside an artifact (a working status message,
 // the completed status message, a direct Message answer) keep their
-// mediaType, filename and metadata for an A2A v1.0 client: in the stream,
-// in GetTask's artifacts (two parts: the two messages' texts, no longer
-// joined into one part of the last one's fields) and in a blocking
+// mediaType, filename and metadata for an A2A v1.0 client: in the stream
+// (the working one in its status-update), in GetTask (the working one in
+// history, the completed one's text in an artifact) and in a blocking
 // SendMessage's Message; an A2A v0.3 client's tasks/get has the two text
 // parts with their metadata (v0.3's text part has no other field). They
 // were dropped: the bridge wrote no artifact_part_fields and no
@@ -100,12 +100,12 @@ func TestMessagePartFieldsReachA2AClients(t *testing.T) {
 	if st := turn.State(); st != a2a.TaskStateCompleted {
 		t.Fatalf("stream ended %s, want completed", st)
 	}
-	check("stream", artifactParts(maps.Values(turn.Artifacts)))
+	check("stream", append(artifactParts(maps.Values(turn.Artifacts)), messageParts(slices.Values(turn.Said))...))
 	task, err := c.GetTask(testCtx(t), &a2a.GetTaskRequest{ID: turn.Task.TaskID})
 	if err != nil {
 		t.Fatalf("GetTask: %v", err)
 	}
-	check("GetTask", artifactParts(slices.Values(task.Artifacts)))
+	check("GetTask", append(artifactParts(slices.Values(task.Artifacts)), messageParts(slices.Values(task.History))...))
 
 	v03 := openV03(t, p, "agent").(*v03Conv)
 	v03Turn := v03.stream(t, "work", nil)
@@ -117,16 +117,24 @@ func TestMessagePartFieldsReachA2AClients(t *testing.T) {
 		texts []string
 		parts []*a2a.Part
 	)
-	for _, a := range old.Artifacts {
-		for _, op := range a.Parts {
+	add := func(ps a2a03.ContentParts) {
+		for _, op := range ps {
 			if tp, ok := op.(a2a03.TextPart); ok {
 				texts = append(texts, tp.Text)
 				parts = append(parts, &a2a.Part{Content: a2a.Text(tp.Text), Metadata: tp.Metadata})
 			}
 		}
 	}
+	for _, m := range old.History {
+		if m.Role == a2a03.MessageRoleAgent {
+			add(m.Parts)
+		}
+	}
+	for _, a := range old.Artifacts {
+		add(a.Parts)
+	}
 	if !slices.Equal(texts, []string{"working", "done"}) {
-		t.Errorf("A2A v0.3 tasks/get: text parts %q, want [working done]", texts)
+		t.Errorf("A2A v0.3 tasks/get: text parts %q (the agent's in history, then the artifacts'), want [working done]", texts)
 	}
 	for _, err := range keyErrors("A2A v0.3 tasks/get", parts, "working", "done") {
 		t.Error(err)
@@ -152,6 +160,18 @@ func TestMessagePartFieldsReachA2AClients(t *testing.T) {
 	for _, err := range textFieldErrors("stream of direct", got, direct) {
 		t.Error(err)
 	}
+}
+
+// messageParts is the parts of the agent's messages among msgs, in their
+// order.
+func messageParts(msgs iter.Seq[*a2a.Message]) []*a2a.Part {
+	var parts []*a2a.Part
+	for m := range msgs {
+		if m.Role == a2a.MessageRoleAgent {
+			parts = append(parts, m.Parts...)
+		}
+	}
+	return parts
 }
 
 // artifactParts is the parts of artifacts, in their order.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -49,9 +51,9 @@ func (fieldsAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 // partFieldErrors checks that every part of fieldsAgent's answer a client
 // folded (a stream's events, or a task) has its mediaType and filename:
 // the text of artifact doc (joined, whole: want its text), the data
-// artifact's part and the status message's data part (an artifact of its
-// own).
-func partFieldErrors(turn *up.Turn, wantDoc string) []error {
+// artifact's part and the status message's data part (in said: the
+// stream's status-updates' messages, or the task's history).
+func partFieldErrors(turn *up.Turn, said []*a2a.Message, wantDoc string) []error {
 	var errs []error
 	check := func(what string, p *a2a.Part, mediaType, filename string) {
 		if p.MediaType != mediaType || p.Filename != filename {
@@ -71,12 +73,10 @@ func partFieldErrors(turn *up.Turn, wantDoc string) []error {
 		check("data part", d.Parts[0], "application/json", "d.json")
 	}
 	steps := 0
-	for id, a := range turn.Artifacts {
-		for _, p := range a.Parts {
-			if d, ok := p.Content.(a2a.Data); ok && fmt.Sprint(d.Value) == "map[step:1]" {
-				steps++
-				check("status message's data part (artifact "+string(id)+")", p, "application/vnd.step+json", "step.json")
-			}
+	for _, p := range append(artifactParts(maps.Values(turn.Artifacts)), messageParts(slices.Values(said))...) {
+		if d, ok := p.Content.(a2a.Data); ok && fmt.Sprint(d.Value) == "map[step:1]" {
+			steps++
+			check("status message's data part", p, "application/vnd.step+json", "step.json")
 		}
 	}
 	if steps != 1 {
@@ -113,7 +113,7 @@ func partFieldsTurns(t *testing.T, url string) {
 	if st := turn.State(); st != a2a.TaskStateCompleted {
 		t.Fatalf("stream ended %s, want completed", st)
 	}
-	for _, err := range partFieldErrors(turn, "# x\nbody") {
+	for _, err := range partFieldErrors(turn, turn.Said, "# x\nbody") {
 		t.Errorf("stream: %v", err)
 	}
 	task, err := c.GetTask(testCtx(t), &a2a.GetTaskRequest{ID: turn.Task.TaskID})
@@ -122,7 +122,7 @@ func partFieldsTurns(t *testing.T, url string) {
 	}
 	got := up.NewTurn()
 	got.Add(task)
-	for _, err := range partFieldErrors(got, "# x\nbody") {
+	for _, err := range partFieldErrors(got, task.History, "# x\nbody") {
 		t.Errorf("GetTask: %v", err)
 	}
 	for _, a := range task.Artifacts {
@@ -130,7 +130,10 @@ func partFieldsTurns(t *testing.T, url string) {
 			t.Errorf("GetTask: artifact doc has %d parts, want its chunks' one", len(a.Parts))
 		}
 	}
-	for _, err := range partFieldErrors(up.Send(t, c, up.Msg("fields, blocking")), "# x\nbody") {
+	sent := up.SentTask(t, testCtx(t), c, up.Msg("fields, blocking"))
+	got = up.NewTurn()
+	got.Add(sent)
+	for _, err := range partFieldErrors(got, sent.History, "# x\nbody") {
 		t.Errorf("SendMessage's task: %v", err)
 	}
 }

@@ -8,13 +8,12 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
 // TestRepeatedStatusMessageOnce: a working status message the agent
 // sends again with the same messageId is written once in the request's
-// stored frames: an agent that sends it twice in its stream (twice), or
+// stored frames (as the agent's status-update): an agent that sends it twice in its stream (twice), or
 // again as its completed status's message (final), a
 // subscription after a cut that replays the task's status after the task
 // (resubscribed: the message was written from the task's status), and
@@ -45,17 +44,17 @@ func TestRepeatedStatusMessageOnce(t *testing.T) {
 				a = replayedAfterTakeover(t, agent)
 			}
 			const want = "one two meanwhile three "
-			if got := a.Text(e2a.DeltaText); got != want {
-				t.Errorf("answer %q, want %q (the status message %d times)", got, want, strings.Count(got, "meanwhile "))
+			if got := saidText(t, a.Frames); got != want {
+				t.Errorf("answer and status messages %q, want %q (the status message %d times)", got, want, strings.Count(got, "meanwhile "))
 			}
 			c, err := a.Final().Complete()
 			if err != nil {
 				t.Fatalf("final %s: %v", a.Final().ResponseKind, err)
 			}
-			// The result's text: the artifact's, then the messages' (in
-			// the order first written).
-			if res, _ := c.Result.(map[string]any); res["text"] != "one two three meanwhile " {
-				t.Errorf("the result's text %q, want %q", res["text"], "one two three meanwhile ")
+			// The result's text: the artifact's (the status message is
+			// the agent's status-update, not the answer).
+			if res, _ := c.Result.(map[string]any); res["text"] != "one two three " {
+				t.Errorf("the result's text %q, want %q", res["text"], "one two three ")
 			}
 		})
 	}

@@ -25,7 +25,7 @@ import (
 // written by difference against what the turn wrote (turn.seen, kept in
 // memory as each frame is written: no stored frame is read again), so no
 // frame is written twice or lost. That holds for the agent's status
-// messages too (the text of no artifact a working status-update carries):
+// messages too (a working status-update's, written as the agent's status-update):
 // those it sent while the stream was cut are in the snapshot's history
 // (an A2A server moves a status message there when the next status comes)
 // or are its status message, and the turn writes those it did not
@@ -163,7 +163,7 @@ func (t *turn) gapMessages(task *a2a.Task) error {
 			continue // the status message, when the history holds it too, is the status's
 		}
 		t.say(m)
-		if err := t.message(t.scrubbed(m)); err != nil {
+		if err := t.statusMessage(a2a.TaskStatus{State: a2a.TaskStateWorking, Message: m}); err != nil {
 			return err
 		}
 	}
@@ -173,7 +173,7 @@ func (t *turn) gapMessages(task *a2a.Task) error {
 		return nil
 	}
 	t.say(cur)
-	return t.message(t.scrubbed(cur))
+	return t.statusMessage(task.Status)
 }
 
 // say records agent message m (nil or without an id: nothing) as said.

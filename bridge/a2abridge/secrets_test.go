@@ -76,7 +76,7 @@ var echoAuth = statusQuoter{status: func(auth string) []*a2a.Message {
 }}
 
 // TestWorkingStatusScrubbed: a working status's message, which the bridge
-// writes as text deltas, is the agent's own words about its work, as its
+// writes as the agent's status-update, is the agent's own words about its work, as its
 // errors are: the bridge's credentials are taken out of it (the package
 // documentation: status messages are scrubbed), and stored nowhere.
 func TestWorkingStatusScrubbed(t *testing.T) {
@@ -87,8 +87,11 @@ func TestWorkingStatusScrubbed(t *testing.T) {
 	log := &testkit.Buffer{}
 	credPool(t, p, "echo", base, bridge.Credentials{APIKey: key}, log)
 	a := p.Ask(t, "echo", `{"params":{"text":"hi"}}`)
-	if got := a.Text(e2a.DeltaText); got != "calling with Bearer [redacted]; done" {
-		t.Errorf("text %q, want the status message with the key redacted, then the answer", got)
+	if got := a.Text(e2a.DeltaText); got != "done" {
+		t.Errorf("text %q, want the answer", got)
+	}
+	if parts := statusParts(t, a.Frames); len(parts) != 1 || parts[0].Text() != "calling with Bearer [redacted]; " {
+		t.Errorf("the status-update's message parts %v, want the status message with the key redacted", parts)
 	}
 	if n := natstest.StoredWith(t, p.JS, key, streams.ResponsesStream); n > 0 {
 		t.Errorf("the bridge's key is stored in %d messages of E2A_RESPONSES", n)

@@ -4,15 +4,18 @@ import (
 	"context"
 	"testing"
 
+	legacy "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/agenttest"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // TestGapMessages: the agent's messages a task snapshot holds are written
-// once each, those the turn did not write only: its history's after what
+// once each (a working one as the agent's status-update, a completed
+// status's as the answer's text), those the turn did not write only: its history's after what
 // was streamed, its working status message (also when the history holds
 // it too), a completed status's message as the turn's end; a takeover's
 // first snapshot writes none of them (the worker before it may have) and
@@ -75,7 +78,16 @@ func TestGapMessages(t *testing.T) {
 			got := ""
 			for _, f := range w.Frames() {
 				if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaText {
-					got += c.Delta.(string)
+					got += c.Delta.(string) // a completed status's message
+				}
+				if ev, _ := a2amap.NativeEvent(f); ev != nil {
+					if su, ok := ev.(*legacy.TaskStatusUpdateEvent); ok && !f.IsFinal && su.Status.Message != nil {
+						for _, p := range su.Status.Message.Parts {
+							if tp, ok := p.(legacy.TextPart); ok {
+								got += tp.Text // a working one's, as the agent's status-update
+							}
+						}
+					}
 				}
 			}
 			if got != v.want || w.Final() != v.final {

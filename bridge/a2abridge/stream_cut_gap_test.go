@@ -97,9 +97,9 @@ func checkA2A(turn *up.Turn, text string) error {
 	return nil
 }
 
-// TestCutStatusMessageInGap: a working status message ("meanwhile ",
-// text of no artifact) the agent sends while the bridge's stream is cut
-// is part of the answer, once, as it is uncut ("one two meanwhile three
+// TestCutStatusMessageInGap: a working status message ("meanwhile ") the
+// agent sends while the bridge's stream is cut is written, once, as the
+// agent's status-update among the answer's text, as it is uncut ("one two meanwhile three
 // "): whether the task's history holds it when the bridge reads the task
 // again (history: the agent ended in the gap, GetTask) or it is the
 // task's status then (status: the subscription's first event); an agent
@@ -128,7 +128,10 @@ func TestCutStatusMessageInGap(t *testing.T) {
 			p := pipetest.Start(t)
 			bridgePool(t, p, "agent", base)
 			a := p.Ask(t, "agent", `{"params":{"text":"hi"}}`)
-			got, want := a.Text(e2a.DeltaText), "one two meanwhile three "
+			if got := a.Text(e2a.DeltaText); got != "one two three " {
+				t.Errorf("the answer's text %q, want the artifact's alone", got)
+			}
+			got, want := saidText(t, a.Frames), "one two meanwhile three "
 			if v == "polled" {
 				// The polls do not say where the message came among the
 				// artifact's chunks.
@@ -138,7 +141,7 @@ func TestCutStatusMessageInGap(t *testing.T) {
 				got, want = strings.Replace(got, "meanwhile ", "", 1), "one two three "
 			}
 			if got != want {
-				t.Errorf("answer %q, want %q", a.Text(e2a.DeltaText), want)
+				t.Errorf("answer and status messages %q, want %q", saidText(t, a.Frames), want)
 			}
 			if f := a.Final(); f == nil || f.ResponseKind != e2a.KindComplete {
 				t.Fatalf("final %+v", f)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	legacy "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
@@ -42,7 +43,8 @@ func (doneAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Se
 // diesAtComplete is a bridge worker that dies as the answer ends: the
 // frames before e2a.complete stored (Sync), it closes held and writes
 // nothing more (its final frame never comes). With chunk, it dies so
-// right after the text chunk chunk instead.
+// right after the text chunk chunk instead, or after the agent's
+// status-update whose message's text is chunk.
 type diesAtComplete struct {
 	*bridge.Handler
 	held  chan struct{}
@@ -89,6 +91,30 @@ func (w *heldComplete) Complete(result any) error {
 func (w *heldComplete) Chunk(kind string, delta any) error {
 	if err := w.Writer.Chunk(kind, delta); err != nil || w.chunk == "" || kind != e2a.DeltaText || delta != w.chunk {
 		return err
+	}
+	return w.die()
+}
+
+func (w *heldComplete) Write(kind, status string, body any, final bool) error {
+	if err := w.Writer.Write(kind, status, body, final); err != nil || w.chunk == "" {
+		return err
+	}
+	b, ok := body.(e2a.StreamEventBody)
+	if !ok || b.Branch != e2a.BranchStatusUpdate {
+		return nil
+	}
+	su, ok := b.Payload.(*legacy.TaskStatusUpdateEvent)
+	if !ok || su.Status.Message == nil {
+		return nil
+	}
+	text := ""
+	for _, p := range su.Status.Message.Parts {
+		if tp, ok := p.(legacy.TextPart); ok {
+			text += tp.Text
+		}
+	}
+	if text != w.chunk {
+		return nil
 	}
 	return w.die()
 }

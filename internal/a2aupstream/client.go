@@ -87,13 +87,24 @@ func Reply(task a2a.TaskInfoProvider, text string) *a2a.SendMessageRequest {
 // first half of an interrupted task's test.
 func Asked(t testing.TB, ctx context.Context, c *a2aclient.Client, req *a2a.SendMessageRequest) *a2a.Task {
 	t.Helper()
+	task := SentTask(t, ctx, c, req)
+	if task.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("the question's message answered %+v, want an input-required task", task)
+	}
+	return task
+}
+
+// SentTask sends req with c (SendMessage) and returns its answer, failing
+// t unless that is a Task.
+func SentTask(t testing.TB, ctx context.Context, c *a2aclient.Client, req *a2a.SendMessageRequest) *a2a.Task {
+	t.Helper()
 	res, err := c.SendMessage(ctx, req)
 	if err != nil {
-		t.Fatalf("the question's message: %v", err)
+		t.Fatalf("SendMessage: %v", err)
 	}
 	task, ok := res.(*a2a.Task)
-	if !ok || task.Status.State != a2a.TaskStateInputRequired {
-		t.Fatalf("the question's message answered %T %+v, want an input-required task", res, res)
+	if !ok {
+		t.Fatalf("SendMessage answered %T, want the task", res)
 	}
 	return task
 }

@@ -14,11 +14,13 @@ import (
 // order), so that a test can compare it with what a scenario sends
 // ([Turn.Check]) whichever server or front door the events came through.
 type Turn struct {
-	Events    int             // events added
-	States    []a2a.TaskState // every state seen, in order
-	Status    string          // text of the last status message
-	Task      a2a.TaskInfo    // the task (and context) of the last task event
-	Message   *a2a.Message    // a direct message answer
+	Events  int             // events added
+	States  []a2a.TaskState // every state seen, in order
+	Status  string          // text of the last status message
+	Task    a2a.TaskInfo    // the task (and context) of the last task event
+	Message *a2a.Message    // a direct message answer
+	// Said is the messages of the status-update events, in order.
+	Said      []*a2a.Message
 	Artifacts map[a2a.ArtifactID]*a2a.Artifact
 	Chunks    map[a2a.ArtifactID]int  // artifact-update events per artifact
 	LastChunk map[a2a.ArtifactID]bool // whether the last of them had lastChunk
@@ -44,6 +46,9 @@ func (t *Turn) Add(ev a2a.Event) {
 	case *a2a.TaskStatusUpdateEvent:
 		t.Task = e.TaskInfo()
 		t.status(e.Status)
+		if e.Status.Message != nil {
+			t.Said = append(t.Said, e.Status.Message)
+		}
 	case *a2a.TaskArtifactUpdateEvent:
 		t.Task = e.TaskInfo()
 		a := t.Artifacts[e.Artifact.ID]

@@ -2,7 +2,6 @@ package a2a_test
 
 import (
 	"context"
-	"encoding/json"
 	"iter"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
+	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
@@ -118,42 +118,6 @@ func statusHandler() agent.Handler {
 	})
 }
 
-// agentMessageJSON is an agent message as JSON without its task and
-// context ids (the pipeline's are its own): its id, role, parts,
-// metadata and extensions.
-func agentMessageJSON(t *testing.T, m *a2a.Message) string {
-	t.Helper()
-	if m == nil {
-		return "null"
-	}
-	c := *m
-	c.TaskID, c.ContextID = "", ""
-	b, err := json.Marshal(&c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// taskView is what a task shows of the agent's status-updates: its
-// state, its status message, the agent's messages in its history, in
-// order, and its metadata, as JSON.
-func taskView(t *testing.T, task *a2a.Task) string {
-	t.Helper()
-	var agentMsgs []json.RawMessage
-	for _, m := range task.History {
-		if m.Role == a2a.MessageRoleAgent {
-			agentMsgs = append(agentMsgs, json.RawMessage(agentMessageJSON(t, m)))
-		}
-	}
-	b, err := json.Marshal(map[string]any{"state": task.Status.State, "message": json.RawMessage(agentMessageJSON(t, task.Status.Message)),
-		"history": agentMsgs, "metadata": task.Metadata})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // TestStatusMessagesAsA2AGo: an agent's status-updates with messages
 // (the Go SDK's a2a.stream_event frames; a completed one as e2a.complete
 // with status_event_metadata) make the task tasks/get and GetTask show
@@ -186,14 +150,14 @@ func TestStatusMessagesAsA2AGo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantView := taskView(t, want)
-		wantStream := statusEvents(t, ref.SendStreamingMessage(ctx, send()))
+		wantView := up.TaskView(t, want)
+		wantStream := up.StatusEvents(t, ref.SendStreamingMessage(ctx, send()))
 		if len(want.Metadata) == 0 || len(want.History) < 3 {
 			t.Fatalf("%s: a2a-go's task %s: want its metadata and the replaced status messages in history", text, wantView)
 		}
 		for _, b := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON, a2a.TransportProtocolGRPC} {
 			c := v1Binding(t, p, b)
-			if got := statusEvents(t, c.SendStreamingMessage(ctx, send())); got != wantStream {
+			if got := up.StatusEvents(t, c.SendStreamingMessage(ctx, send())); got != wantStream {
 				t.Errorf("%s %s: the stream's status-updates\n%s\nwant a2a-go's\n%s", text, b, got, wantStream)
 			}
 			res, err := c.SendMessage(ctx, send())
@@ -204,20 +168,20 @@ func TestStatusMessagesAsA2AGo(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s %s: SendMessage answered %T, want the Task", text, b, res)
 			}
-			if got := taskView(t, task); got != wantView {
+			if got := up.TaskView(t, task); got != wantView {
 				t.Errorf("%s %s: SendMessage's task\n%s\nwant a2a-go's\n%s", text, b, got, wantView)
 			}
 			got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
 			if err != nil {
 				t.Fatalf("%s %s: GetTask: %v", text, b, err)
 			}
-			if g := taskView(t, got); g != wantView {
+			if g := up.TaskView(t, got); g != wantView {
 				t.Errorf("%s %s: GetTask\n%s\nwant a2a-go's\n%s", text, b, g, wantView)
 			}
 			if b != a2a.TransportProtocolJSONRPC {
 				continue
 			}
-			if got := statusEvents(t, v1Events(c03.SendStreamingMessage(ctx, &v03.MessageSendParams{
+			if got := up.StatusEvents(t, up.V1Events(c03.SendStreamingMessage(ctx, &v03.MessageSendParams{
 				Message: v03.NewMessage(v03.MessageRoleUser, v03.TextPart{Text: text})}))); got != wantStream {
 				t.Errorf("%s: the A2A v0.3 stream's status-updates\n%s\nwant a2a-go's\n%s", text, got, wantStream)
 			}
@@ -229,43 +193,8 @@ func TestStatusMessagesAsA2AGo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g := taskView(t, v1); g != wantView {
+			if g := up.TaskView(t, v1); g != wantView {
 				t.Errorf("%s: A2A v0.3 tasks/get\n%s\nwant a2a-go's\n%s", text, g, wantView)
-			}
-		}
-	}
-}
-
-// statusEvents is a stream's status-updates that carry a message or
-// metadata, each its state, message and metadata, as JSON lines.
-func statusEvents(t *testing.T, evs iter.Seq2[a2a.Event, error]) string {
-	t.Helper()
-	var out string
-	for ev, err := range evs {
-		if err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-		su, ok := ev.(*a2a.TaskStatusUpdateEvent)
-		if !ok || su.Status.Message == nil && len(su.Metadata) == 0 {
-			continue
-		}
-		md, _ := json.Marshal(su.Metadata)
-		out += string(su.Status.State) + " " + agentMessageJSON(t, su.Status.Message) + " " + string(md) + "\n"
-	}
-	return out
-}
-
-// v1Events is an A2A v0.3 stream's events in A2A v1.0 (the SDK's
-// conversion).
-func v1Events(evs iter.Seq2[v03.Event, error]) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		for ev, err := range evs {
-			var v1 a2a.Event
-			if err == nil {
-				v1, err = a2av0.ToV1Event(ev)
-			}
-			if !yield(v1, err) || err != nil {
-				return
 			}
 		}
 	}
