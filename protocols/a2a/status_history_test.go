@@ -2,6 +2,7 @@ package a2a_test
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 )
 
 // statusTurn is the status-updates an agent sends for the message text:
-// two working ones, each with a message of its own id, metadata (and the
+// two working ones, each with a message of its own id (text/status-n), metadata (and the
 // first extensions and a data part) and metadata of the event's own, then
 // the turn's end: "complete" completed with no message, "fail" failed and
 // "ask" input-required, each with a message. ec gives the events their
@@ -28,7 +29,7 @@ import (
 func statusTurn(text string, ec a2a.TaskInfoProvider) []*a2a.TaskStatusUpdateEvent {
 	msg := func(id string, md map[string]any, parts ...*a2a.Part) *a2a.Message {
 		m := a2a.NewMessage(a2a.MessageRoleAgent, parts...)
-		m.ID, m.Metadata = id, md
+		m.ID, m.Metadata = text+"/"+id, md
 		return m
 	}
 	update := func(st a2a.TaskState, m *a2a.Message, md map[string]any) *a2a.TaskStatusUpdateEvent {
@@ -61,12 +62,13 @@ func statusTurn(text string, ec a2a.TaskInfoProvider) []*a2a.TaskStatusUpdateEve
 }
 
 // statusAgent is statusTurn played by a2a-go/v2's server: the A2A task
-// as a2a-go's task manager keeps it.
+// as a2a-go's task manager keeps it. A continuation (the task stored)
+// goes on with the task as it is.
 type statusAgent struct{}
 
 func (statusAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 			return
 		}
 		for _, ev := range statusTurn(textOf(ec.Message), ec) {
@@ -197,5 +199,112 @@ func TestStatusMessagesAsA2AGo(t *testing.T) {
 				t.Errorf("%s: A2A v0.3 tasks/get\n%s\nwant a2a-go's\n%s", text, g, wantView)
 			}
 		}
+	}
+}
+
+// historyView is a task's history, a line each message: its role, id and
+// text.
+func historyView(task *a2a.Task) string {
+	var out string
+	for _, m := range task.History {
+		out += fmt.Sprintf("%s %s %q\n", m.Role, m.ID, textOf(m))
+	}
+	return out
+}
+
+// TestMultiTurnHistoryOrder: a task of two turns, the agent asking
+// (statusTurn "ask": working, working, input-required with its
+// question) and then answering the user's reply ("complete"), has its
+// history in the conversation's order in the pipeline (GetTask, v1.0;
+// tasks/get, v0.3): the agent's question, replaced by the next turn's
+// status, stands before the user's reply, as a2a-python's task manager
+// orders it (update_with_message moves the status message to history,
+// then adds the reply). a2a-go/v2's server (2.4.0) given the same turns
+// has the reply before the question: it appends the reply when it comes
+// and moves the question, still the task's status message then, at the
+// next status-update. That order is a2a-go's, not the conversation's,
+// and the pipeline does not take it; this test pins a2a-go's so that a
+// change of it shows (then compare the two).
+func TestMultiTurnHistoryOrder(t *testing.T) {
+	ref := a2asrv.NewHandler(statusAgent{})
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("status")))
+	p.Pool("status", statusHandler())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	user := func(id, text string, task a2a.TaskInfoProvider) *a2a.SendMessageRequest {
+		m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
+		m.ID = id
+		if task != nil {
+			m.TaskID, m.ContextID = task.TaskInfo().TaskID, task.TaskInfo().ContextID
+		}
+		return &a2a.SendMessageRequest{Message: m}
+	}
+	type server interface {
+		SendMessage(context.Context, *a2a.SendMessageRequest) (a2a.SendMessageResult, error)
+		GetTask(context.Context, *a2a.GetTaskRequest) (*a2a.Task, error)
+	}
+	// turns sends "ask" and then the reply "complete" to its task, and
+	// returns the task's history.
+	turns := func(what string, s server) string {
+		t.Helper()
+		first, err := s.SendMessage(ctx, user("u1", "ask", nil))
+		if err != nil {
+			t.Fatalf("%s: ask: %v", what, err)
+		}
+		if _, err := s.SendMessage(ctx, user("u2", "complete", first)); err != nil {
+			t.Fatalf("%s: reply: %v", what, err)
+		}
+		task, err := s.GetTask(ctx, &a2a.GetTaskRequest{ID: first.TaskInfo().TaskID})
+		if err != nil {
+			t.Fatalf("%s: GetTask: %v", what, err)
+		}
+		return historyView(task)
+	}
+	const (
+		conversation = `ROLE_USER u1 "ask"
+ROLE_AGENT ask/status-1 "looking"
+ROLE_AGENT ask/status-2 "found it"
+ROLE_AGENT ask/status-3 "which one?"
+ROLE_USER u2 "complete"
+ROLE_AGENT complete/status-1 "looking"
+ROLE_AGENT complete/status-2 "found it"
+`
+		a2aGo = `ROLE_USER u1 "ask"
+ROLE_AGENT ask/status-1 "looking"
+ROLE_AGENT ask/status-2 "found it"
+ROLE_USER u2 "complete"
+ROLE_AGENT ask/status-3 "which one?"
+ROLE_AGENT complete/status-1 "looking"
+ROLE_AGENT complete/status-2 "found it"
+`
+	)
+	if got := turns("a2a-go/v2", ref); got != a2aGo {
+		t.Errorf("a2a-go/v2's own history\n%s\nwant, as pinned,\n%s(a2a-go changed its order: compare the pipeline's with it)", got, a2aGo)
+	}
+	if got := turns("the pipeline", v1Binding(t, p, a2a.TransportProtocolJSONRPC)); got != conversation {
+		t.Errorf("the pipeline's history\n%s\nwant the conversation's order\n%s", got, conversation)
+	}
+	c03 := v03Client(t, p)
+	m1 := v03.NewMessage(v03.MessageRoleUser, v03.TextPart{Text: "ask"})
+	m1.ID = "u1"
+	first, err := c03.SendMessage(ctx, &v03.MessageSendParams{Message: m1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := v03.NewMessage(v03.MessageRoleUser, v03.TextPart{Text: "complete"})
+	m2.ID, m2.TaskID, m2.ContextID = "u2", first.TaskInfo().TaskID, first.TaskInfo().ContextID
+	if _, err := c03.SendMessage(ctx, &v03.MessageSendParams{Message: m2}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := c03.GetTask(ctx, &v03.TaskQueryParams{ID: first.TaskInfo().TaskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := a2av0.ToV1Task(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := historyView(v1); got != conversation {
+		t.Errorf("the pipeline's A2A v0.3 tasks/get history\n%s\nwant the conversation's order\n%s", got, conversation)
 	}
 }
