@@ -141,7 +141,11 @@ func TestACPStalledLoadReleasesItsSlot(t *testing.T) {
 		pipetest.WithEgress(egress.WithWriteTimeout(time.Second)))
 	p.Pool("demo", h)
 	z := &acpHTTP{t: t, p: p}
-	ctx := acpCtx(t)
+	// Not acpCtx's 30 s: the 12 MiB answer, under -race beside other
+	// packages (load 20), took most of them, and a probe in flight then
+	// failed "context deadline exceeded" (a local CI run, 31 s).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
 	sid := z.session(ctx)
 	if msgs := z.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"big"}]}}`); len(msgs) == 0 || msgs[len(msgs)-1].Error != nil {
 		t.Fatalf("big prompt: %d messages", len(msgs))
