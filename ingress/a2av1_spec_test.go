@@ -22,6 +22,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // A2A v1.0 (REST, JSON-RPC, gRPC) against the specification: what the
@@ -107,6 +108,127 @@ func TestA2AV1TooManyStreamsNotInternal(t *testing.T) {
 	if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted || retryDelay(st) != time.Second {
 		t.Errorf("gRPC SendStreamingMessage with the principal's stream slots taken: %v %q, RetryInfo %v; want RESOURCE_EXHAUSTED "+
 			"with a RetryInfo of 1s (HTTP's Retry-After: 1), not an internal error", st.Code(), st.Message(), retryDelay(st))
+	}
+}
+
+// TestBlockingSendTakesAStreamSlot: a blocking A2A send (v0.3 message/send,
+// blocking unless configuration.blocking is false; v1.0 SendMessage without
+// returnImmediately, on its three bindings) holds its answer open until
+// the agent's final frame, as an E2A ?wait=true does, and so takes one of
+// the principal's stream slots (E2A_MAX_STREAMS_PER_PRINCIPAL): with its
+// slots taken it is refused 429 (JSON-RPC -32029, gRPC RESOURCE_EXHAUSTED)
+// with nothing published. It took none: a principal whose slots were all
+// taken still held any number of blocking sends open (each an egress
+// answer, its subscription and buffers), the bound that keeps one tenant
+// from holding a replica's answers stepped around by the protocol most
+// clients use. A send answered at once (blocking false, returnImmediately)
+// takes none, as an E2A 202 does.
+func TestBlockingSendTakesAStreamSlot(t *testing.T) {
+	lim := ingress.NewStreamLimiter(1)
+	p, addr := startGRPCPipeline(t, ingress.WithStreamLimiter(lim))
+	started := make(chan struct{}, 1)
+	runSlowAgent(t, p, started, agent.WithDrainTimeout(0))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The principal's one slot: an E2A stream to the slow agent, held open.
+	stop := holdSlowStream(t, p, started)
+	defer stop()
+	before := streamMsgs(t, p.js, streams.RequestsStream)
+	published := func(t *testing.T, what string) {
+		t.Helper()
+		if after := streamMsgs(t, p.js, streams.RequestsStream); after != before {
+			was := before
+			before = after // the next case counts from here
+			t.Fatalf("%s: E2A_REQUESTS went from %d to %d messages: the refused send was published", what, was, after)
+		}
+		if n := lim.Total(); n != 1 {
+			t.Fatalf("%s: %d stream slots held; want the held stream's 1", what, n)
+		}
+	}
+
+	v03 := func(blocking string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user",` +
+			`"parts":[{"kind":"text","text":"hi"}]}` + blocking + `}}`
+	}
+	v1 := `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
+	for _, tc := range []struct{ name, path, body string }{
+		{"a2a-v03", "/a2a?agent=slow", v03("")},
+		{"a2a-v03-blocking-true", "/a2a?agent=slow", v03(`,"configuration":{"blocking":true}`)},
+		{"a2a-v1-jsonrpc", ingress.A2AV1Path + "?agent=slow", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":` + v1 + `}`},
+		{"a2a-v1-rest", ingress.A2AV1Path + "/message:send?agent=slow", v1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Bounded: without the slot the send is published and waits
+			// for an answer the slow agent never writes.
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			defer ccancel()
+			req, err := http.NewRequestWithContext(cctx, http.MethodPost, p.url+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			var b []byte
+			if err == nil {
+				b, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			if err != nil {
+				t.Fatalf("a blocking send with the principal's stream slots taken: %v (E2A_REQUESTS %d messages, %d before); "+
+					"want 429 too many concurrent streams, nothing published", err, streamMsgs(t, p.js, streams.RequestsStream), before)
+			}
+			if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(b), "too many concurrent streams") {
+				t.Fatalf("a blocking send with the principal's stream slots taken: %d Retry-After %q %s; want 429, Retry-After 1, too many concurrent streams",
+					resp.StatusCode, resp.Header.Get("Retry-After"), b)
+			}
+			published(t, tc.name)
+		})
+	}
+	t.Run("a2a-v1-grpc", func(t *testing.T) {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+		defer ccancel()
+		_, err = a2apb.NewA2AServiceClient(conn).SendMessage(metadata.AppendToOutgoingContext(cctx, ingress.GRPCAgentMetadata, "slow"),
+			grpcProtoMsg("m", "hi"))
+		if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted || retryDelay(st) != time.Second {
+			t.Fatalf("gRPC SendMessage with the principal's stream slots taken: %v %q, RetryInfo %v; want RESOURCE_EXHAUSTED "+
+				"with a RetryInfo of 1s", st.Code(), st.Message(), retryDelay(st))
+		}
+		published(t, "gRPC SendMessage")
+	})
+
+	// Answered at once: no slot, accepted while the principal's are taken.
+	for _, tc := range []struct{ name, path, body, want string }{
+		{"a2a-v03-nonblocking", "/a2a?agent=slow", v03(`,"configuration":{"blocking":false}`), `"kind":"task"`},
+		{"a2a-v1-return-immediately", ingress.A2AV1Path + "/message:send?agent=slow",
+			`{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]},"configuration":{"returnImmediately":true}}`, `TASK_STATE_SUBMITTED`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b := do(t, http.MethodPost, p.url+tc.path, tc.body, "Content-Type", "application/json")
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), tc.want) {
+				t.Fatalf("a send answered at once, with the principal's stream slots taken: %d %s; want 200 and the task", resp.StatusCode, b)
+			}
+			if n := lim.Total(); n != 1 {
+				t.Fatalf("%d stream slots held after a send answered at once; want the held stream's 1", n)
+			}
+		})
+	}
+
+	// A blocking send's slot is given back with its answer.
+	stop()
+	if err := lim.WaitIdle(ctx); err != nil {
+		t.Fatalf("the held stream's slot: %v", err)
+	}
+	resp, b := do(t, http.MethodPost, p.url+"/a2a", v03(""), "Content-Type", "application/json")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"result"`) {
+		t.Fatalf("a blocking send to the demo pool with a slot free: %d %s", resp.StatusCode, b)
+	}
+	if err := lim.WaitIdle(ctx); err != nil {
+		t.Fatalf("the blocking send's slot not given back after its answer: %d held: %v", lim.Total(), err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -27,19 +28,7 @@ func TestStreamRefusedPublishesNothing(t *testing.T) {
 	started := make(chan struct{}, 1)
 	runSlowAgent(t, p, started, agent.WithDrainTimeout(0))
 	// One stream holds the principal's only slot.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url+"/v1/requests?agent=slow", strings.NewReader(`{"params":{"q":"hold"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	held, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Body.Close()
-	<-started
+	defer holdSlowStream(t, p, started)()
 	before := streamMsgs(t, p.js, streams.RequestsStream)
 
 	v1 := `{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`
@@ -70,6 +59,27 @@ func TestStreamRefusedPublishesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdSlowStream opens an E2A stream to the slow agent (runSlowAgent,
+// which reports each request it gets on started) and returns once the agent
+// has its request: the stream holds one of the principal's stream slots
+// until the returned stop ends it.
+func holdSlowStream(t *testing.T, p *pipeline, started <-chan struct{}) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url+"/v1/requests?agent=slow", strings.NewReader(`{"params":{"q":"hold"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	held, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	testkit.Receive(t, started, 10*time.Second, "the agent never got the held stream's request")
+	return func() { cancel(); held.Body.Close() }
 }
 
 // TestSessionCancelAwaitsTheTurn: a session/cancel that finds in the

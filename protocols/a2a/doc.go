@@ -20,8 +20,9 @@
 //     as the duplicate it is; one to a task
 //     whose turn was interrupted (input-required, auth-required) is its
 //     answer, a new turn. A context id the client chose must be the
-//     caller's (another principal's is a conflict). Streams take one of
-//     the caller's stream slots.
+//     caller's (another principal's is a conflict). Streams and a
+//     blocking message/send (its answer waits for the final frame) take
+//     one of the caller's stream slots; a send answered at once takes none.
 //   - tasks/get and tasks/cancel are both protocols' names: they are
 //     answered in the shape of the protocol whose record made the task
 //     (only the caller's own tasks are looked at, so the shape says

@@ -165,10 +165,70 @@ func (b *bindings) serve(w http.ResponseWriter, r *http.Request, head rpcHead, c
 		b.streamRPC(w, r, head, next)
 	case !checkRPC && r.Method == http.MethodPost && r.URL.Path == restStreamPath:
 		b.streamREST(w, r, next)
+	case checkRPC && head.Method == methodSendMessage, !checkRPC && r.Method == http.MethodPost && r.URL.Path == restSendPath:
+		b.send(w, r, head.ID, !checkRPC, next)
 	default:
 		next.ServeHTTP(w, r)
 	}
 }
+
+// send serves a SendMessage with next. A blocking one takes a stream slot
+// (handler.submit), and one refused for want of it (call.tooMany) is
+// answered as every door answers it, 429 with Retry-After
+// (host.TooManyStreams), where the SDK's transports answer the handler's
+// error as an internal one: the refusal is written at the SDK's first
+// write, which is discarded.
+func (b *bindings) send(w http.ResponseWriter, r *http.Request, id json.RawMessage, rest bool, next http.Handler) {
+	c, ok := callFrom(r.Context())
+	if !ok {
+		next.ServeHTTP(w, r)
+		return
+	}
+	c.tooMany = new(bool)
+	sw := &sendWriter{ResponseWriter: w, tooMany: c.tooMany, refuse: func() {
+		if rest {
+			refuseTooMany(w, nil, restRefuse)
+		} else {
+			refuseTooMany(w, id, refuseRPC)
+		}
+	}}
+	next.ServeHTTP(sw, r.WithContext(withCall(r.Context(), c)))
+}
+
+// sendWriter is bindings.send's writer: the SDK's answer, or, once the
+// handler refused the call for want of a stream slot, the refusal alone.
+type sendWriter struct {
+	http.ResponseWriter
+	tooMany *bool
+	refuse  func()
+	refused bool
+}
+
+// refusing writes the refusal at the first write of a refused call, and
+// reports whether the call was refused.
+func (w *sendWriter) refusing() bool {
+	if !w.refused && *w.tooMany {
+		w.refused = true
+		w.refuse()
+	}
+	return w.refused
+}
+
+func (w *sendWriter) WriteHeader(code int) {
+	if !w.refusing() {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *sendWriter) Write(p []byte) (int, error) {
+	if w.refusing() {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap is for http.ResponseController.
+func (w *sendWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // restStreamHead answers a HEAD of an HTTP+JSON tasks/{id}:subscribe the
 // task of which refuseFinished let through (known to the caller, running):
@@ -380,6 +440,8 @@ func (h rpcHead) nativeStream() bool {
 const (
 	methodSendStreamingMessage = "SendStreamingMessage"
 	methodSubscribeToTask      = "SubscribeToTask"
+	// methodSendMessage is the JSON-RPC method bindings.send answers.
+	methodSendMessage = "SendMessage"
 )
 
 // restListPath is the HTTP+JSON binding's ListTasks (GET).
@@ -466,6 +528,9 @@ func queryInt(v, name string) error {
 // restStreamPath is the HTTP+JSON binding's SendStreamingMessage, which
 // streamREST answers.
 const restStreamPath = Path + "/message:stream"
+
+// restSendPath is the HTTP+JSON binding's SendMessage (bindings.send).
+const restSendPath = Path + "/message:send"
 
 // streamREST is streamRPC for the HTTP+JSON binding's message:stream: the
 // body is the SendMessageRequest, the stream NewRESTStream's. A body that

@@ -56,7 +56,10 @@
 // and listing is the caller's, or the audit and admin roles'), the
 // publish, the stream slots, the A2A answers and the cancel. Errors are
 // mapped onto the SDK's (sdkError), whose transports write each binding's
-// code, but for gRPC's UNIMPLEMENTED where §5.4 says so (specStatus).
+// code, but for gRPC's UNIMPLEMENTED where §5.4 says so (specStatus), and
+// for a call refused for want of a stream slot (a stream, a blocking
+// SendMessage): 429 with Retry-After on the HTTP bindings, gRPC
+// RESOURCE_EXHAUSTED with a RetryInfo, as every door answers it.
 //
 // One call does not take the SDK's transport once it is published:
 // SendStreamingMessage on the JSON-RPC and HTTP+JSON bindings, the stream

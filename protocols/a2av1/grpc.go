@@ -68,6 +68,11 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 				return nil, err
 			}
 			resp, err := next(srv, ctx, checkedDecoder(ctx, dec), intercept)
+			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && *c.tooMany {
+				// A blocking SendMessage refused for want of a stream
+				// slot: as every door answers it.
+				return nil, gateStatus(host.TooManyStreams)
+			}
 			if l, ok := resp.(*a2apb.ListTaskPushNotificationConfigsResponse); ok && err == nil {
 				// The next page's token, which the SDK's conversion drops
 				// (its configs would be the first page only).

@@ -77,7 +77,8 @@ type call struct {
 	slotHeld bool
 	// tooMany, when set, is set by the handler when it refuses the call
 	// for want of a stream slot, which the SDK's transports would answer
-	// as an internal error: the gRPC binding answers RESOURCE_EXHAUSTED.
+	// as an internal error: the gRPC binding answers RESOURCE_EXHAUSTED,
+	// the HTTP bindings a blocking SendMessage's 429 (bindings.send).
 	tooMany *bool
 	// protoTenant, for a gRPC call, is the tenant of its CancelTask or
 	// SubscribeToTask request, which the SDK's conversion drops.
@@ -200,7 +201,11 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	if err := h.checkProfile(ctx, c, res.Pool, method == normalizer.A2AMessageStream, env); err != nil {
 		return nil, p, err
 	}
-	s := host.Submission{Pool: res.Pool, Envelope: env, ClaimContext: a2aproto.ClaimsContext(env, continued, prev), Slot: stream, Prepare: stream,
+	// A stream, and a blocking SendMessage, whose answer waits for the
+	// final frame, take one of the caller's stream slots; a send with
+	// returnImmediately, answered at once, takes none.
+	slot := stream || req.Config == nil || !req.Config.ReturnImmediately
+	s := host.Submission{Pool: res.Pool, Envelope: env, ClaimContext: a2aproto.ClaimsContext(env, continued, prev), Slot: slot, Prepare: stream,
 		Before: func(ctx context.Context) (func(context.Context) error, error) {
 			return h.inlinePush(ctx, in, req, env, prev)
 		}}
