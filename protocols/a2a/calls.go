@@ -236,9 +236,11 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	prepare := w != nil && in.Request != nil && !req.IsNotification() && (req.Method == normalizer.A2AMessageStream ||
 		(req.Method == normalizer.A2AMessageSend && blockingSend(env)))
 	// A stream, and a blocking message/send, whose answer waits for the
-	// final frame as an E2A ?wait=true does, take one of the caller's
-	// stream slots; a send answered at once takes none.
-	slot := w != nil && (Streaming(req.Method) || (req.Method == normalizer.A2AMessageSend && blockingSend(env)))
+	// final frame as an E2A ?wait=true does (alone, or as an element of a
+	// batch, w nil: the batch waits for it), take one of the caller's
+	// stream slots; a send answered at once, or a notification, none.
+	slot := (w != nil && Streaming(req.Method)) ||
+		(!req.IsNotification() && req.Method == normalizer.A2AMessageSend && blockingSend(env))
 	s := host.Submission{Pool: res.Pool, Envelope: env, Slot: slot, Prepare: prepare,
 		ClaimContext: ClaimsContext(env, Continued(env), prev)}
 	s.Turn = submittedTurn(env, protocol, res.Pool, prev)
