@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -243,22 +242,7 @@ func TestNoGoroutineLeftAfterRun(t *testing.T) {
 // agentGoroutines counts the goroutines running the agent package's code
 // (a frame of package agent, not of its tests) and returns their stacks.
 func agentGoroutines() (int, string) {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "e2a-pipeline/pipeline/agent.") {
-			out = append(out, g)
-		}
-	}
-	return len(out), strings.Join(out, "\n\n")
+	return testkit.Goroutines(func(g string) bool { return strings.Contains(g, "e2a-pipeline/pipeline/agent.") })
 }
 
 // TestInterruptEndsTurnThenNextRuns: agent.Interrupt ends a turn with one
