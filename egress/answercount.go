@@ -20,7 +20,9 @@ import (
 // through its SDK). The response is open from the read's opening to its
 // Close; each frame Next gives is one written (the first its time to first
 // frame); its outcome is the last error Next returned: none after the final
-// frame (final), the server's shutdown (shutdown), the client gone (the
+// frame (final), the server's shutdown (shutdown), a client too slow
+// (the context ended with the cause [ErrSlowClient]: slow_client, counted
+// in e2a_egress_slow_client_disconnects_total too), the client gone (the
 // context's end, or a Close before the final frame: client_gone), or as a
 // stream's. A read of [Open] is not counted.
 func CountedAs(format string) ReplayOption {
@@ -97,7 +99,12 @@ func (a *answerCount) end() {
 	}
 	a.ended = true
 	a.s.m.open.WithLabelValues(a.format).Dec()
-	a.s.m.outcomes.WithLabelValues(a.format, a.outcome()).Inc()
+	outcome := a.outcome()
+	if outcome == "slow_client" {
+		a.s.m.slow.WithLabelValues(a.format).Inc()
+		a.s.log.Warn("egress: slow client disconnected", "format", a.format, "reason", "write blocked longer than the write timeout", "timeout", a.s.cfg.writeTimeout)
+	}
+	a.s.m.outcomes.WithLabelValues(a.format, outcome).Inc()
 	if a.span != nil {
 		endStreamSpan(a.span, a.frames, a.err)
 	}
@@ -110,6 +117,10 @@ func (a *answerCount) outcome() string {
 		return "final"
 	case ShuttingDown(a.ctx, err), errors.Is(err, ErrShuttingDown):
 		return "shutdown"
+	case errors.Is(context.Cause(a.ctx), ErrSlowClient):
+		// Cut off by its binding for not reading (A2A v1.0's gRPC
+		// streams): its context's cause.
+		return "slow_client"
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// Closed before the final frame: the caller stopped reading (its
 		// client gone, or its answer given: a stream refused mid-way).

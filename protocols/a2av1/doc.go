@@ -49,7 +49,10 @@
 // gated; a request message that does not decode is INVALID_ARGUMENT, on
 // the streaming methods too (the binding's codec, which the server
 // registers: Bindings' GRPCServerOptions), and so is a streaming call
-// sending no request message or several (their stream counts them). The handler reads a transport-free call from the context (its
+// sending no request message or several (their stream counts them); a
+// stream whose client stops reading is cut off after the host's write
+// timeout, UNAVAILABLE (cutSlow: grpc-go's SendMsg waits for the client's
+// window with no deadline). The handler reads a transport-free call from the context (its
 // headers, agent pool, A2A-Version and the admitted [host.BindingCaller]), and
 // reaches the pipeline only through [Host] and [host.BindingCaller]:
 // the task store under the ownership rule ([host.TaskStore]: every read

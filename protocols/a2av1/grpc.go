@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -41,15 +43,20 @@ func grpcServerOptions() []grpc.ServerOption {
 // of the call: the gate belongs to the service, not to the server, so the
 // server's other services (reflection: the schema is public, as the card
 // is) take no credentials.
+//
+// A streaming call whose client stops reading is cut off after the
+// host's write timeout, as the HTTP bindings' streams are (cutSlow).
 func registerGRPC(s grpc.ServiceRegistrar, hd *handler, admit func(context.Context) (context.Context, error)) {
-	a2apb.RegisterA2AServiceServer(gatedRegistrar{ServiceRegistrar: s, admit: admit}, a2agrpc.NewHandler(hd))
+	a2apb.RegisterA2AServiceServer(gatedRegistrar{ServiceRegistrar: s, admit: admit, writeTimeout: hd.h.WriteTimeout()}, a2agrpc.NewHandler(hd))
 }
 
 // gatedRegistrar registers services whose method handlers admit each call
-// first.
+// first, and whose streams cut off a client that does not read within
+// writeTimeout (none when ≤ 0).
 type gatedRegistrar struct {
 	grpc.ServiceRegistrar
-	admit func(context.Context) (context.Context, error)
+	admit        func(context.Context) (context.Context, error)
+	writeTimeout time.Duration
 }
 
 func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
@@ -98,7 +105,7 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 			if err != nil {
 				return err
 			}
-			err = next(srv, &ctxStream{ServerStream: ss, ctx: ctx, one: one})
+			err = cutSlow(g.writeTimeout, srv, next, &ctxStream{ServerStream: ss, ctx: ctx, one: one})
 			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && *c.tooMany {
 				// Refused for want of a stream slot: as every door answers
 				// it (the SDK's transport says internal error).
@@ -108,6 +115,51 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 		}
 	}
 	g.ServiceRegistrar.RegisterService(&d, impl)
+}
+
+// errSlowClient ends a stream whose client did not take a message within
+// the write timeout: UNAVAILABLE (the task runs on; SubscribeToTask
+// resumes it), as an HTTP stream's client is disconnected then.
+var errSlowClient = status.Error(codes.Unavailable, "slow client: a message waited longer than the write timeout to be sent")
+
+// cutSlow serves the stream cs with next and returns its error, unless one
+// of its messages waits longer than timeout to be sent: grpc-go's SendMsg
+// waits, with no deadline, for the stream's flow-control window that only
+// the client's reads open again, so a client that stops reading held its
+// stream (the handler, its reader and live subscription, its stream slot)
+// for as long as its connection lived. Then cutSlow returns
+// errSlowClient at once, while next still waits in SendMsg: gRPC writes
+// the status, which ends the stream's transport context, and the waiting
+// SendMsg returns with the stream done, ending next (which nothing waits
+// for); the call's context ends first with the cause egress.ErrSlowClient,
+// which the stream's read counts as a slow client. The messages already
+// queued stay bounded by the stream's write quota.
+func cutSlow(timeout time.Duration, srv any, next grpc.StreamHandler, cs *ctxStream) error {
+	if timeout <= 0 {
+		return next(srv, cs)
+	}
+	ctx, cancel := context.WithCancelCause(cs.ctx)
+	cs.ctx = ctx
+	stalled := make(chan struct{})
+	var once sync.Once
+	cs.timeout = timeout
+	// Once: a send that the window let through as the timer fired is
+	// followed by another, which may wait again.
+	cs.timer = time.AfterFunc(time.Hour, func() { once.Do(func() { close(stalled) }) })
+	cs.timer.Stop()
+	done := make(chan error, 1)
+	go func() { done <- next(srv, cs) }()
+	select {
+	case err := <-done:
+		cs.timer.Stop()
+		cancel(nil)
+		return err
+	case <-stalled:
+		// The call's reads end too, their answer counted slow_client
+		// (egress.CountedAs).
+		cancel(egress.ErrSlowClient)
+		return errSlowClient
+	}
 }
 
 // isCancelCall is the cancel test of a gRPC CancelTask: its method says
@@ -145,9 +197,24 @@ type ctxStream struct {
 	ctx context.Context
 	req streamRequest
 	one bool
+	// timer, when set (cutSlow), runs while a message waits to be sent,
+	// up to timeout.
+	timer   *time.Timer
+	timeout time.Duration
 }
 
 func (c *ctxStream) Context() context.Context { return c.ctx }
+
+// SendMsg sends m, timed by the stream's timer when it has one.
+func (c *ctxStream) SendMsg(m any) error {
+	if c.timer == nil {
+		return c.ServerStream.SendMsg(m)
+	}
+	c.timer.Reset(c.timeout)
+	err := c.ServerStream.SendMsg(m)
+	c.timer.Stop()
+	return err
+}
 
 func (c *ctxStream) RecvMsg(m any) error { return checkedDecoder(c.ctx, c.recv)(m) }
 
