@@ -102,10 +102,10 @@ func (g *answerGate) serve(ctx context.Context, env *e2a.Envelope, w agent.Write
 // gatedInputTask starts a pipeline whose pool demo is an answerGate, and
 // a task of it that asks for input: the gate, the client, the test's
 // context and the task. The server's hooks are taken off at the test's
-// end.
-func gatedInputTask(t *testing.T) (*pipetest.Pipeline, *answerGate, *a2aclient.Client, context.Context, *a2a.Task) {
+// end. Options are pipetest.Start's.
+func gatedInputTask(t *testing.T, opts ...pipetest.Option) (*pipetest.Pipeline, *answerGate, *a2aclient.Client, context.Context, *a2a.Task) {
 	t.Helper()
-	pp := pipetest.Start(t)
+	pp := pipetest.Start(t, opts...)
 	g := newAnswerGate()
 	pp.Pool("demo", agent.HandlerFunc(g.serve))
 	ctx, c, task := askInput(t, pp)

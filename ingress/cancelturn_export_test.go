@@ -114,3 +114,11 @@ func SetCancelMarkedHook(s *Server, f func(taskID, requestID string)) {
 	}
 	s.cancelMarked.Store(&f)
 }
+
+// KeptTurns is how many turns s keeps the records of (keepRecord), and
+// whether its keeper's goroutine runs.
+func KeptTurns(s *Server) (int, bool) {
+	s.keeper.mu.Lock()
+	defer s.keeper.mu.Unlock()
+	return len(s.keeper.turns), s.keeper.running
+}

@@ -34,6 +34,9 @@ type Server struct {
 	// presence tells the pools with a live worker, for the pool check and
 	// Pools (/readyz).
 	presence *streams.Presence
+	// keeper keeps the records of the running turns this server published
+	// (keepRecord).
+	keeper recordKeeper
 	// poolList caches the pool names the pipeline's card lists.
 	poolList poolCache
 	// profiles caches the pools' profiles (extcard.go).

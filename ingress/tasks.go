@@ -171,6 +171,10 @@ type TaskStore struct {
 	// does at half of it: claimContext); negative when records never
 	// expire.
 	contextRefresh time.Duration
+	// ttl is the bucket's TTL (0: records never expire, or not known):
+	// the records of running turns are renewed at a quarter of it
+	// (Server.keepRecord).
+	ttl time.Duration
 }
 
 // Task record kinds.
@@ -194,6 +198,7 @@ func NewTaskStore(ctx context.Context, js jetstream.JetStream) (*TaskStore, erro
 	ts.contextRefresh = 0 // the bucket's TTL unknown: every write checks
 	if st, err := kv.Status(ctx); err == nil {
 		ts.contextRefresh = contextRefresh(st.TTL(), ts.turns.maxAge)
+		ts.ttl = st.TTL()
 	}
 	return ts, nil
 }

@@ -120,6 +120,9 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		s.cancelReceivedBefore(ctx, of.Task.ID, env.RequestID)
 	}
 	acc, err := s.publishTimed(ctx, p, pool, env, turnsBefore(rec, env.RequestID), origin, owner)
+	if err == nil {
+		s.keepRecord(kind, of.Task.ID, env.RequestID, p.Tenant())
+	}
 	if err == nil && cancelled {
 		// And after it, for a worker started between the two, which proves
 		// a turn stored after it has no cancel from the cancels it receives

@@ -1,0 +1,226 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// A record of E2A_TASKS (a task's, a session's, and with them their A2A
+// context's claim) expires TasksTTL after its last write, and its turns
+// write it when they are appended. A turn running longer than TasksTTL (an
+// agent waiting hours on a model or a human) lost its task while it ran:
+// GetTask, ListTasks, CancelTask and its next message answered not found
+// (or, while the task's first request was still in E2A_REQUESTS, read the
+// task as of that request: its running turn unseen, a cancel that stopped
+// nothing, a next message taken and run beside the running turn). So the
+// replica that published a turn to a record keeps the record
+// (recordKeeper): it looks at the turn a minute after its publish
+// (keepFirstLook), then at doubling waits up to a quarter of TasksTTL, and,
+// while the turn runs, writes the record again, as it is, when it was last
+// written a quarter of TasksTTL ago or longer (by anyone: a turn's append,
+// another turn's keeper, another replica's), refreshing the context's claim
+// as a task's write does (keepContext). A record is so never older than
+// half of TasksTTL (and half a minute) while a turn it lists runs, and
+// lives at least three quarters of it past its last turn's end (renew). A
+// look costs a read of the record and of the turn's last frame (and of its
+// request while it has none): about log2(TTL/4 / 1 min) + 1 looks for a
+// turn until it runs a quarter of TasksTTL (18 h with the default 72 h),
+// then one per quarter, and at most one write per record and quarter; a
+// turn that ends is dropped at its next look. The replica stops keeping a
+// turn once its final frame is stored, once the record no longer lists it
+// (or is gone), and once the turn has no trace left in the hot streams
+// (neither its request nor a frame: it ended unseen, or aged out silent); a
+// turn running when its replica stops is kept no more (docs/operations.md,
+// "Long-running requests").
+
+// recordKeeper is the set of turns the server keeps the records of, and
+// whether its goroutine runs (Server.keepRecords).
+type recordKeeper struct {
+	mu      sync.Mutex
+	turns   map[keptTurn]keptState
+	running bool
+}
+
+// keptTurn is a turn requestID of the record kind/id.
+type keptTurn struct{ kind, id, requestID string }
+
+// keptState is when a kept turn is looked at next, the wait before that
+// (doubled at each look, up to the renewal period) and the turn's
+// author, whose write refreshes the context's claim (keepContext).
+type keptState struct {
+	by   tenant.Principal
+	next time.Time
+	wait time.Duration
+}
+
+// keepTimeout bounds the reads and the write of one turn's renewal.
+const keepTimeout = 10 * time.Second
+
+// keepFirstLook is the longest a kept turn waits for its first look (less
+// when the renewal period is shorter): most turns end sooner, and are
+// dropped then, so that the set holds about the turns published in the
+// last minute and those still running, not every turn of a renewal
+// period (18 h by default). A turn found running is looked at again after
+// twice the wait before, up to the renewal period: a few reads more per
+// long turn.
+const keepFirstLook = time.Minute
+
+// keepRecord has the record kind/id kept while its turn requestID, which
+// by published, runs (see above). Nothing when records never expire, or
+// without egress (which tells a turn's end).
+func (s *Server) keepRecord(kind, id, requestID string, by tenant.Principal) {
+	every := s.opts.tasks.renewEvery()
+	if every <= 0 || s.egress == nil {
+		return
+	}
+	tick := min(every, keepFirstLook)
+	k := &s.keeper
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.turns == nil {
+		k.turns = map[keptTurn]keptState{}
+	}
+	k.turns[keptTurn{kind, id, requestID}] = keptState{by: by, next: time.Now().Add(tick), wait: tick}
+	if !k.running {
+		k.running = true
+		go s.keepRecords(every, tick)
+	}
+}
+
+// keepRecords looks at the kept turns every tick, until no turn is left
+// to keep or the server's connection is closed.
+func (s *Server) keepRecords(every, tick time.Duration) {
+	closed := s.nc.StatusChanged(nats.CLOSED)
+	defer s.nc.RemoveStatusListener(closed)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-closed:
+		case <-t.C:
+		}
+		if !s.keepRound(every, tick) {
+			return
+		}
+	}
+}
+
+// keepRound renews the record of each kept turn due for a look
+// (TaskStore.renew), drops the turns that need it no more and sets the
+// next look of the others (the rounds come every tick); false, with the
+// goroutine marked stopped, when no turn is left.
+func (s *Server) keepRound(every, tick time.Duration) bool {
+	k := &s.keeper
+	k.mu.Lock()
+	if s.nc.IsClosed() {
+		clear(k.turns)
+	}
+	if len(k.turns) == 0 {
+		k.running = false
+		k.mu.Unlock()
+		return false
+	}
+	now := time.Now()
+	due := map[keptTurn]keptState{}
+	for turn, st := range k.turns {
+		if !st.next.After(now) {
+			due[turn] = st
+		}
+	}
+	k.mu.Unlock()
+	for turn, st := range due {
+		ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
+		keep, err := s.opts.tasks.renew(ctx, turn.kind, turn.id, turn.requestID, st.by, every, func(ctx context.Context) (bool, error) {
+			return s.turnRunning(ctx, turn.requestID)
+		})
+		cancel()
+		if err != nil {
+			s.opts.log.Warn("cannot renew the task index record of a running turn", "kind", turn.kind, "task_id", turn.id, "request_id", turn.requestID, "err", err)
+		}
+		k.mu.Lock()
+		if cur, ok := k.turns[turn]; ok && cur.next.Equal(st.next) { // not kept again meanwhile
+			if keep {
+				// Due at the round's tick that wait
+				// later, not the one after it.
+				st.wait = min(2*st.wait, every)
+				st.next = now.Add(st.wait - tick/2)
+				k.turns[turn] = st
+			} else {
+				delete(k.turns, turn)
+			}
+		}
+		k.mu.Unlock()
+	}
+	return true
+}
+
+// turnRunning reports whether the turn requestID may still run: no final
+// frame stored, and its request or a frame of it in the hot streams.
+func (s *Server) turnRunning(ctx context.Context, requestID string) (bool, error) {
+	if done, err := s.egress.Finished(ctx, requestID); err != nil || done {
+		return !done, err
+	}
+	if framed, err := s.egress.FramesStored(ctx, requestID); err != nil || framed {
+		return true, err
+	}
+	_, _, stored, err := s.egress.Stored(ctx, requestID)
+	return stored || err != nil, err
+}
+
+// renewEvery is how often the records of running turns are renewed: a
+// quarter of the bucket's TTL (0: records never expire, or the TTL is not
+// known).
+func (s *TaskStore) renewEvery() time.Duration {
+	return s.ttl / 4
+}
+
+// renew writes the record kind/id again, as it is (its context's claim
+// refreshed: keepContext, by the turn's author by), when it still lists
+// requestID and was last written after ago or longer; a write another
+// writer came first on is left to it. keep is what running reports (the
+// turn may still run), false too when the record is gone or no longer
+// lists the turn; an error keeps it, for the next round. A turn found
+// ended has its record written once more when it is that old, so that
+// the record lives at least TTL − after past the turn's end.
+func (s *TaskStore) renew(ctx context.Context, kind, id, requestID string, by tenant.Principal, after time.Duration,
+	running func(context.Context) (bool, error)) (keep bool, err error) {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return false, nil
+	}
+	e, err := s.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	case err != nil:
+		return true, err
+	}
+	rec, err := decodeRecord(key, e.Value())
+	if err != nil {
+		return false, err
+	}
+	if !slices.Contains(rec.RequestIDs, requestID) {
+		return false, nil
+	}
+	run, err := running(ctx)
+	if err != nil {
+		return true, err
+	}
+	now := s.now()
+	if now.Sub(e.Created()) < after {
+		return run, nil // written lately
+	}
+	if err := s.keepContext(ctx, kind, rec, by, now); err != nil {
+		return true, err
+	}
+	_, err = s.update(ctx, key, rec, e.Revision())
+	return run || err != nil, err
+}
