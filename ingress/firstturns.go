@@ -26,8 +26,13 @@ type firstTurns struct {
 	// recs are the first-turn records read, by ascending sequence.
 	recs []firstTurnEntry
 	// maxAge is E2A_REQUESTS' max age (0: unknown): an entry older is
-	// gone from the stream and is dropped.
+	// gone from the stream and is dropped, unless keepAged.
 	maxAge time.Duration
+	// keepAged keeps the entries older than maxAge while the window holds
+	// them (the store reads the history: TaskStore.history), for the
+	// listing to find out whether their tasks are still found
+	// (TaskStore.agedFirstTurn), and to forget them once not (forget).
+	keepAged bool
 }
 
 // firstTurnEntry is one cached first-turn record and where it was read.
@@ -81,8 +86,9 @@ func (c *firstTurns) newest(ctx context.Context, s *TaskStore, last uint64, wind
 		}
 		c.last = last
 	}
+	now := s.now()
 	c.recs = slices.DeleteFunc(c.recs, func(e firstTurnEntry) bool {
-		return e.seq < lo || (c.maxAge > 0 && s.now().Sub(e.at) > c.maxAge)
+		return e.seq < lo || (!c.keepAged && c.aged(e, now))
 	})
 	c.from = max(c.from, lo)
 	out := slices.Clone(c.recs)
@@ -92,4 +98,25 @@ func (c *firstTurns) newest(ctx context.Context, s *TaskStore, last uint64, wind
 		out = append(out, read...)
 	}
 	return out, nil
+}
+
+// aged reports whether the request of e has aged out of E2A_REQUESTS by
+// now (its max age known and passed). maxAge is set once, before any
+// listing.
+func (c *firstTurns) aged(e firstTurnEntry, now time.Time) bool {
+	return c.maxAge > 0 && now.Sub(e.at) > c.maxAge
+}
+
+// lastRead is the last sequence of E2A_REQUESTS read (0: none).
+func (c *firstTurns) lastRead() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// forget drops the entry of sequence seq: its task is found no more.
+func (c *firstTurns) forget(seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recs = slices.DeleteFunc(c.recs, func(e firstTurnEntry) bool { return e.seq == seq })
 }

@@ -284,6 +284,7 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	ts.history = eg.HistoricRequestMsg
+	ts.turns.keepAged = eg != nil
 	o.tasks = ts
 	srv := &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc,
 		presence: streams.NewPresence(0)}

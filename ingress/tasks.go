@@ -1125,7 +1125,13 @@ func firstTurnRecord(m streams.RawMsg) (rec *TaskRecord, ok bool) {
 // listTasks is list for the task records and the tasks that have none
 // yet: those of the newest max requests of E2A_REQUESTS that created a
 // task (firstTurnRecord) whose record the listing did not read, read once
-// per replica (firstTurns). keep is called once per task.
+// per replica (firstTurns). keep is called once per task. A first turn
+// the replica read that has aged out of E2A_REQUESTS since is listed as
+// long as GetTask finds it (firstTurn, as Get reads it: agedFirstTurn, a
+// frame of it in E2A_RESPONSES and its request in the history), and
+// forgotten once it does not (a listing with E2A_REQUESTS empty reads the
+// ones held). A replica that did not read it before it aged out (one
+// started since) does not list it: the history is looked up by id only.
 func (s *TaskStore) listTasks(ctx context.Context, max int, keep func(*TaskRecord) bool) ([]*TaskRecord, error) {
 	seen := map[string]bool{}
 	out, err := s.list(ctx, KindTask, max, func(r *TaskRecord) bool {
@@ -1135,14 +1141,19 @@ func (s *TaskStore) listTasks(ctx context.Context, max int, keep func(*TaskRecor
 	if err != nil {
 		return nil, err
 	}
+	var lastSeq uint64
 	last, err := streams.LastBySubject(ctx, s.nc, streams.RequestsStream, subjects.AllRequests)
-	if errors.Is(err, streams.ErrNoMessages) {
-		return out, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, streams.ErrNoMessages):
+		if lastSeq = s.turns.lastRead(); lastSeq == 0 {
+			return out, nil
+		}
+	case err != nil:
 		return nil, err
+	default:
+		lastSeq = last.Seq
 	}
-	firsts, err := s.turns.newest(ctx, s, last.Seq, max)
+	firsts, err := s.turns.newest(ctx, s, lastSeq, max)
 	if err != nil {
 		return nil, err
 	}
@@ -1152,6 +1163,14 @@ func (s *TaskStore) listTasks(ctx context.Context, max int, keep func(*TaskRecor
 			continue
 		}
 		seen[rec.ID] = true
+		if s.turns.aged(firsts[i], s.now()) {
+			if _, err := s.firstTurn(ctx, rec.ID); errors.Is(err, ErrTaskNotFound) {
+				s.turns.forget(firsts[i].seq)
+				continue
+			} else if err != nil {
+				continue // not known now: listed when the history answers
+			}
+		}
 		if keep(rec) {
 			out = append(out, rec)
 		}
