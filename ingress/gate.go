@@ -36,10 +36,11 @@ func (s *Server) gateCancel(w http.ResponseWriter, r *http.Request, protocol str
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
 	if s.opts.auth != nil {
 		var err error
-		p, err = s.opts.auth.Authenticate(r)
+		p, err = s.authenticated(r)
 		StripCredentialHeaders(r.Header)
 		if err != nil {
 			s.metrics.authFailures.WithLabelValues(protocol).Inc()
+			host.CloseUnread(w.Header(), r)
 			shape(w, s.authRefusal(w.Header(), err))
 			return p, false
 		}
@@ -49,15 +50,43 @@ func (s *Server) gateCancel(w http.ResponseWriter, r *http.Request, protocol str
 	if f, canceled := s.rateLimit(r.Context(), p, protocol, 1, w.Header(), false, cancel); canceled {
 		return p, false
 	} else if f != nil {
+		host.CloseUnread(w.Header(), r)
 		shape(w, *f)
 		return p, false
 	}
 	pr, _ := s.opts.protocols.Lookup(protocol)
 	if f := requestRefusal(r, w.Header(), pr, bodyChecked(r.Context())); f != nil {
+		host.CloseUnread(w.Header(), r)
 		shape(w, *f)
 		return p, false
 	}
 	return p, true
+}
+
+// authenticatedKey keys the outcome of a credential checked before the
+// gate (servePeeked: before the body is read).
+type authenticatedKey struct{}
+
+// authentication is a credential's check: the principal, or the error.
+type authentication struct {
+	p   Principal
+	err error
+}
+
+// withAuthenticated records in ctx that the request's credential was
+// checked, to p or err: the gate takes that outcome instead of checking
+// it again (a refused credential counted once by the failure limit).
+func withAuthenticated(ctx context.Context, p Principal, err error) context.Context {
+	return context.WithValue(ctx, authenticatedKey{}, authentication{p: p, err: err})
+}
+
+// authenticated is the outcome of r's credential: the one recorded
+// (withAuthenticated), or the server's Auth's check.
+func (s *Server) authenticated(r *http.Request) (Principal, error) {
+	if a, ok := r.Context().Value(authenticatedKey{}).(authentication); ok {
+		return a.p, a.err
+	}
+	return s.opts.auth.Authenticate(r)
 }
 
 // authRefusal is the answer to a credential the server's Auth refused

@@ -160,14 +160,27 @@ func (s *Server) bindProtocols() {
 // servePeeked is serveRPC, the body first read and shown to peek when
 // the endpoint has one (before the gate): a request peek diverts is
 // served by its handler, the others by serveRPC with the refusal peek
-// chose. A body refused as it is read (over the limit, cut short) is
-// counted as serveRPC counts it (method "?"), not left out of the metric.
+// chose. The credential is checked before the body is read, and the gate
+// (the diverted handler's too) takes that outcome: a refused one is
+// answered with the body unread but for one host.RefusalBody reads (a
+// small declared length: the call's id, the divert), so a caller without
+// a credential never has the body bound's worth read nor is answered 413.
+// A body refused as it is read (over the limit, cut short) is counted as
+// serveRPC counts it (method "?"), not left out of the metric.
 func (s *Server) servePeeked(w http.ResponseWriter, r *http.Request, e rpcEndpoint, peek func([]byte) (http.Handler, host.Refuse)) {
 	if peek == nil {
 		s.serveRPC(w, r, e)
 		return
 	}
 	received := time.Now() // before the body is read: host.Call.Received
+	if s.opts.auth != nil {
+		p, err := s.opts.auth.Authenticate(r)
+		r = r.WithContext(withAuthenticated(r.Context(), p, err))
+		if err != nil {
+			s.servePeekedBody(w, r, e, peek, host.RefusalBody(r, s.opts.maxBody), received)
+			return
+		}
+	}
 	rec := &obs.StatusWriter{ResponseWriter: w}
 	body, ok := s.readRPCBody(rec, r)
 	if !ok {
@@ -175,6 +188,12 @@ func (s *Server) servePeeked(w http.ResponseWriter, r *http.Request, e rpcEndpoi
 		logRequest(s.opts.log, r, rec.Code, received, "", slog.String("rpc", "?"))
 		return
 	}
+	s.servePeekedBody(w, r, e, peek, body, received)
+}
+
+// servePeekedBody is servePeeked once body is read: shown to peek, and
+// put back for the handler.
+func (s *Server) servePeekedBody(w http.ResponseWriter, r *http.Request, e rpcEndpoint, peek func([]byte) (http.Handler, host.Refuse), body []byte, received time.Time) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	divert, refuse := peek(body)
 	if divert != nil {

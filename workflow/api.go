@@ -21,6 +21,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -239,6 +240,7 @@ func (a *API) auth(h func(http.ResponseWriter, *http.Request, Principal)) http.H
 			var err error
 			p, err = a.Authenticate(r)
 			if errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrThrottled) {
+				host.CloseUnread(w.Header(), r) // the body unread
 				a.refuse(w, err)
 				return
 			}

@@ -321,25 +321,25 @@ func writeRefusal(w http.ResponseWriter, id json.RawMessage, f host.Refusal) {
 
 // refuseRPCRead is refuseRPC answering the id of r's call (JSON-RPC 2.0
 // §5: null only when it cannot be read): the gate refuses before the
-// body is read (a rate limit, a credential), so the refusal reads it then,
-// at most limit bytes; a body over it, a batch or one that is not JSON
-// keeps id null, as the v0.3 and ACP doors answer (their Peek).
+// body is read (a rate limit, a credential), so the refusal reads it then
+// if its length is declared, at most limit bytes and
+// host.MaxRefusalBody (host.RefusalBody); a body of unknown length or
+// over it, a batch or one that is not JSON keeps id null, as the v0.3 and
+// ACP doors answer (their Peek).
 func refuseRPCRead(r *http.Request, limit int64) host.Refuse {
 	return func(w http.ResponseWriter, f host.Refusal) {
 		refuseRPCTo(w, peekRPCID(r, limit), f)
 	}
 }
 
-// peekRPCID reads r's body (at most limit bytes) for the id of the one
-// call it holds, for an answer refusing the call before it is decoded:
-// nil (null) when there is no body, it is larger, not JSON, a batch, or
-// its id is absent or not a valid one.
+// peekRPCID reads r's body (host.RefusalBody: a declared length, at most
+// limit bytes and host.MaxRefusalBody) for the id of the one call it
+// holds, for an answer refusing the call before it is decoded: nil (null)
+// when there is no body, its length is unknown, it is larger, not JSON, a
+// batch, or its id is absent or not a valid one.
 func peekRPCID(r *http.Request, limit int64) json.RawMessage {
-	if r.Body == nil {
-		return nil
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil || int64(len(body)) > limit {
+	body := host.RefusalBody(r, limit)
+	if body == nil {
 		return nil
 	}
 	var head struct {

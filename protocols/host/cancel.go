@@ -78,6 +78,41 @@ func PeekBody(r *http.Request, limit int64) ([]byte, bool) {
 	return b, err == nil && int64(len(b)) <= limit
 }
 
+// MaxRefusalBody bounds what a refusal of a call the gate did not admit
+// reads of its body ([RefusalBody]).
+const MaxRefusalBody = 64 << 10
+
+// RefusalBody reads r's body for a refusal of a call the gate did not
+// admit (the id of its call, the protocol's shape), the credential checked
+// before: only a body whose length is declared (Content-Length), at most
+// limit and [MaxRefusalBody], which net/http reads anyway to keep the
+// connection; nil for another, left unread: a body of unknown length may
+// never end, and one larger is not read for a caller that may not send it.
+func RefusalBody(r *http.Request, limit int64) []byte {
+	n := r.ContentLength
+	if r.Body == nil || r.Body == http.NoBody || n <= 0 || n > min(limit, MaxRefusalBody) {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, n))
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// CloseUnread closes the connection after a refusal of r that left its
+// body unread (Connection: close in h) when the body has no declared
+// length (HTTP/1.1 chunked): net/http reads a body left unread before it
+// answers, to keep the connection, and one that never ends would hold the
+// refusal back. A body of a declared length it reads (at most 256 KiB; a
+// larger one closes the connection), or, with Expect: 100-continue,
+// leaves unread.
+func CloseUnread(h http.Header, r *http.Request) {
+	if r.ProtoMajor == 1 && r.ContentLength < 0 {
+		h.Set("Connection", "close")
+	}
+}
+
 // peekedBody is a body of which PeekBody read the start: that start, then
 // the rest, closed as the original.
 type peekedBody struct {

@@ -108,7 +108,10 @@ type RPCEndpoint struct {
 	// (ACP over stdio).
 	Lines *Lines
 	// Peek, when set, sees the body of each HTTP request before the gate
-	// (read within MaxBody; the host answers 413 itself): it returns the
+	// (read within MaxBody; the host answers 413 itself), the credential
+	// checked before the body is read: a request whose credential is
+	// refused is shown only what [RefusalBody] reads (nil for most), and
+	// refused by the gate whatever Peek returns. It returns the
 	// handler that serves the request instead (A2A: a single v1.0 call,
 	// to the v1.0 handler), or nil and the refusal the gate writes for
 	// this body (A2A: echoing the call's id).
