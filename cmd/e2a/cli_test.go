@@ -172,7 +172,7 @@ func TestDevPortTaken(t *testing.T) {
 		env  []string
 		want []string
 	}{
-		{[]string{"E2A_NATS_URL=", "E2A_HTTP_ADDR=127.0.0.1:" + port, "E2A_NATS_PORT=0"}, []string{"already in use", "E2A_HTTP_ADDR", "127.0.0.1:0", "E2A_HTTP_ADDR=127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port+1)}},
+		{[]string{"E2A_NATS_URL=", "E2A_HTTP_ADDR=127.0.0.1:" + port, "E2A_NATS_PORT=0"}, []string{"already in use", "E2A_HTTP_ADDR", "127.0.0.1:0", "e.g. E2A_HTTP_ADDR=127.0.0.1:"}}, // a free one: TestHTTPPortTakenSuggestsAFreeOne
 		{[]string{"E2A_NATS_URL=", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_NATS_PORT=" + port}, []string{"NATS port " + port + " is already in use", "E2A_NATS_PORT"}},
 	} {
 		start := time.Now()
@@ -189,6 +189,50 @@ func TestDevPortTaken(t *testing.T) {
 			t.Errorf("%v: started something before checking the ports: %s", c.env, errOut)
 		}
 	}
+}
+
+// TestHTTPPortTakenSuggestsAFreeOne: the address a taken E2A_HTTP_ADDR
+// suggests is free. It was the port after the taken one, whatever held
+// that: with two `e2a dev` running (8080, 8081), a third was told
+// "E2A_HTTP_ADDR=127.0.0.1:8081", taken as well.
+func TestHTTPPortTakenSuggestsAFreeOne(t *testing.T) {
+	taken, next := adjacentListeners(t)
+	_, err := listenHTTP(taken.Addr().String())
+	if err == nil {
+		t.Fatal("listenHTTP on a taken address: no error")
+	}
+	m := regexp.MustCompile(`E2A_HTTP_ADDR=(127\.0\.0\.1:\d+)`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("the error suggests no address: %v", err)
+	}
+	if m[1] == next.Addr().String() {
+		t.Fatalf("it suggests %s, taken as well: %v", m[1], err)
+	}
+	ln, lerr := net.Listen("tcp", m[1])
+	if lerr != nil {
+		t.Fatalf("the suggested %s is not free: %v (%v)", m[1], lerr, err)
+	}
+	ln.Close()
+}
+
+// adjacentListeners holds two loopback ports in a row, p and p+1.
+func adjacentListeners(t *testing.T) (net.Listener, net.Listener) {
+	t.Helper()
+	for range 50 {
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(a.Addr().(*net.TCPAddr).Port+1))
+		if err != nil {
+			a.Close()
+			continue
+		}
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return a, b
+	}
+	t.Fatal("no two free loopback ports in a row")
+	return nil, nil
 }
 
 // TestNATSPortTakenNamesWhatHoldsIt: the error for a taken E2A_NATS_PORT

@@ -393,16 +393,18 @@ func listenHTTP(addr string) (net.Listener, error) {
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, fmt.Errorf("HTTP address %s is already in use (another e2a dev?): set E2A_HTTP_ADDR to another, "+
-				"e.g. E2A_HTTP_ADDR=%s, or 127.0.0.1:0 (any free port) for an e2a agent beside e2a dev", addr, nextPort(addr))
+				"e.g. E2A_HTTP_ADDR=%s, or 127.0.0.1:0 (any free port) for an e2a agent beside e2a dev", addr, freePortAfter(addr))
 		}
 		return nil, fmt.Errorf("listen on E2A_HTTP_ADDR=%s: %w", addr, err)
 	}
 	return ln, nil
 }
 
-// nextPort is addr with the port after its own, the address a taken one
-// suggests (127.0.0.1:8081 when addr has no numeric port).
-func nextPort(addr string) string {
+// freePortAfter is the address a taken addr suggests: addr's host with the
+// first of the 100 ports after its own that is free now (the one after,
+// when none is; 127.0.0.1:8081 when addr has no numeric port). The port
+// after alone was often taken too: a second `e2a dev` on 8081.
+func freePortAfter(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	n, perr := strconv.Atoi(port)
 	if err != nil || perr != nil || n <= 0 || n >= 65535 {
@@ -410,6 +412,13 @@ func nextPort(addr string) string {
 	}
 	if host == "" {
 		host = "127.0.0.1"
+	}
+	for p := n + 1; p <= min(n+100, 65535); p++ {
+		a := net.JoinHostPort(host, strconv.Itoa(p))
+		if ln, err := net.Listen("tcp", a); err == nil {
+			ln.Close()
+			return a
+		}
 	}
 	return net.JoinHostPort(host, strconv.Itoa(n+1))
 }
