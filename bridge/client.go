@@ -459,6 +459,11 @@ func CloseDelimited(resp *http.Response) bool {
 // with a host is shown as [redact.URL] shows it (scheme and host, "/…"
 // for a path or query), one without is not shown at all.
 func ParseURL(s string) (*url.URL, error) {
+	if s != "" && !strings.Contains(s, "://") {
+		// The usual slip, 127.0.0.1:8001 for http://127.0.0.1:8001: it
+		// does not parse, or parses as a scheme without a host.
+		return nil, fmt.Errorf("%w: the upstream URL given has no scheme (want http://host[:port][/path], or https://)", ErrBadUpstreamURL)
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the upstream URL given does not parse", ErrBadUpstreamURL)

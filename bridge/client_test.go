@@ -238,6 +238,19 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
+// TestParseURLWithoutScheme: an upstream URL written without its scheme,
+// the usual slip (`--http 127.0.0.1:8001`, `--openai localhost:11434/v1`),
+// is refused saying the scheme is missing and how to write it. The first
+// was refused "the upstream URL given does not parse", nothing more.
+func TestParseURLWithoutScheme(t *testing.T) {
+	for _, s := range []string{"127.0.0.1:8001", "localhost:11434/v1", "[::1]:8001/", "example.com/v1"} {
+		_, err := ParseURL(s)
+		if !errors.Is(err, ErrBadUpstreamURL) || !strings.Contains(err.Error(), "no scheme") || !strings.Contains(err.Error(), "http://host[:port]") {
+			t.Errorf("ParseURL(%q): %v, want it to say the scheme is missing, http://host[:port][/path]", s, err)
+		}
+	}
+}
+
 // TestClientOptions: every option refuses bad values with
 // ErrInvalidOption.
 func TestClientOptions(t *testing.T) {

@@ -21,7 +21,8 @@ import (
 // TestAgentBridgeArgs: a bridge's arguments are checked before anything
 // starts: two upstreams, an OpenAI upstream without a model, an unknown
 // kind are usage errors (exit 2, the command's help); a URL that is not
-// http(s) fails at once (exit 1) naming the problem. An AckWait under the
+// http(s) fails at once (exit 1) naming the problem (one without its
+// scheme, the usual slip, how to write it). An AckWait under the
 // agent runtime's 1 s is a usage error from --ack-wait, a configuration
 // error (exit 1) from E2A_AGENT_ACK_WAIT for any command.
 func TestAgentBridgeArgs(t *testing.T) {
@@ -37,6 +38,7 @@ func TestAgentBridgeArgs(t *testing.T) {
 		{[]string{"E2A_UPSTREAM_KIND=grpc", "E2A_UPSTREAM_URL=http://x"}, []string{"agent", "--pool", "p"}, 2, `E2A_UPSTREAM_KIND "grpc"`},
 		{[]string{"E2A_UPSTREAM_KIND=http"}, []string{"agent", "--pool", "p"}, 2, "needs a URL"},
 		{nil, []string{"agent", "--pool", "p", "--http", "ftp://x/agent"}, 1, "absolute http or https URL"},
+		{nil, []string{"agent", "--pool", "p", "--http", "127.0.0.1:8001"}, 1, "has no scheme (want http://host[:port][/path]"},
 		{nil, []string{"agent", "--pool", "p", "--http", "http://user:pw@x/agent"}, 1, "holds credentials"},
 		{[]string{"E2A_UPSTREAM_HEADERS=X-Key secret"}, []string{"agent", "--pool", "p", "--http", "http://x/agent"}, 1, "E2A_UPSTREAM_HEADERS"},
 		{nil, []string{"agent", "--pool", "demo", "--ack-wait", "100ms"}, 2, "--ack-wait 100ms: at least 1s"},
