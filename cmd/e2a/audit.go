@@ -141,7 +141,13 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	}
 	q.Source = audit.Source(source)
 	if err := q.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", errArgs, err)
+		// In the command's words, not the library's sentinel ("audit:
+		// invalid query").
+		msg := strings.TrimPrefix(err.Error(), audit.ErrQuery.Error()+": ")
+		if len(q.RequestIDs) == 0 && q.TaskID == "" && q.ContextID == "" && q.SessionID == "" && q.Pool == "" && q.Since.IsZero() && q.Until.IsZero() {
+			msg += ", e.g. e2a replay req-42 or e2a replay --task task-7"
+		}
+		return fmt.Errorf("%w: replay: %s (e2a replay -h lists the flags)", errArgs, msg)
 	}
 	nc, err := auditConnect(ctx, cfg, "replay")
 	if err != nil {

@@ -46,6 +46,31 @@ func TestReplayBadQueryExitCode(t *testing.T) {
 	}
 }
 
+// TestReplayNoSelectionSaysWhatToGive: `e2a replay` without a selection
+// (the README's `e2a replay req-42` typed without its id) says what to give,
+// with an example and where the flags are listed, in the command's words
+// (every refusal of Query.Validate the same way).
+// It printed "e2a: bad arguments: audit: invalid query: give request ids,
+// …": the name of an internal package's sentinel, no example.
+func TestReplayNoSelectionSaysWhatToGive(t *testing.T) {
+	cfg, _ := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut, msg bytes.Buffer
+	err := runReplay(ctx, cfg, nil, &out, &errOut)
+	if code := exitCode(err, &msg); code != exitUsage {
+		t.Fatalf("exit %d (%v), want %d", code, err, exitUsage)
+	}
+	for _, want := range []string{"replay: give request ids", "e2a replay req-42", "e2a replay -h"} {
+		if !strings.Contains(msg.String(), want) {
+			t.Errorf("stderr lacks %q: %s", want, msg.String())
+		}
+	}
+	if strings.Contains(msg.String(), "invalid query") {
+		t.Errorf("stderr names the library's sentinel: %s", msg.String())
+	}
+}
+
 // An unknown id exits 3 with the count on stderr, a malformed --since
 // exits 2 without a panic.
 func TestReplayUnknownIDAndBadTime(t *testing.T) {
