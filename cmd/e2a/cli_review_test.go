@@ -42,7 +42,9 @@ func TestUpstreamURLCredentialsNotPrinted(t *testing.T) {
 // `e2a serve` exited 1 with nats.go's bare "nats: no servers available for
 // connection": neither the variable nor the address it tried. Every other
 // start failure names its variable (E2A_HTTP_ADDR, E2A_METRICS_ADDR,
-// E2A_NATS_PORT, E2A_STORE_DIR, the upstream's URL).
+// E2A_NATS_PORT, E2A_STORE_DIR, the upstream's URL). It then named them
+// and nothing of what to do: beside e2a dev (the README's export, e2a dev
+// stopped or moved off 4222), the URL is the one e2a dev prints.
 func TestNATSUnreachableNamesURL(t *testing.T) {
 	port := strconv.Itoa(natstest.FreePorts(t, 1)[0])
 	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=nats://127.0.0.1:" + port, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error"}, "serve")
@@ -51,6 +53,11 @@ func TestNATSUnreachableNamesURL(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "E2A_NATS_URL") && !strings.Contains(errOut, "127.0.0.1:"+port) {
 		t.Errorf("unreachable NATS: the error names neither E2A_NATS_URL nor the address: %s", strings.TrimSpace(errOut))
+	}
+	for _, want := range []string{"no NATS server answers there", "is e2a dev running? it prints its NATS URL"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("unreachable NATS: the error lacks %q: %s", want, strings.TrimSpace(errOut))
+		}
 	}
 }
 

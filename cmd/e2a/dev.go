@@ -205,9 +205,16 @@ func waitDevPools(ctx context.Context, js jetstream.JetStream, pools []devPool, 
 
 // connectNATS connects to E2A_NATS_URL (cc.NatsURL); its error names the
 // variable and the URL, credentials redacted, where nats.go's alone ("no
-// servers available for connection") names neither.
+// servers available for connection") names neither, and when no server
+// answers, where a URL beside e2a dev comes from.
 func connectNATS(ctx context.Context, cc streams.ConnConfig, opts ...nats.Option) (*nats.Conn, error) {
 	nc, err := streams.Connect(ctx, cc, opts...)
+	if errors.Is(err, nats.ErrNoServers) {
+		// Nothing listens there: the usual cause beside e2a dev is a URL
+		// other than the one it printed, or e2a dev stopped.
+		return nil, fmt.Errorf("connect to E2A_NATS_URL=%s: no NATS server answers there (is e2a dev running? it prints its NATS URL at start): %w",
+			streams.RedactURLs(cc.NatsURL), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to E2A_NATS_URL=%s: %w", streams.RedactURLs(cc.NatsURL), err)
 	}
