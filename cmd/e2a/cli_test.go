@@ -191,6 +191,25 @@ func TestDevPortTaken(t *testing.T) {
 	}
 }
 
+// TestPortFlagNamesTheVariable: a flag for an address or a port (`e2a dev
+// --port 9000`, what a newcomer tries first) is refused naming the
+// variables that set them, on the error's own line; the help printed after
+// it lists E2A_HTTP_ADDR 35 lines down. A flag of no such kind keeps the
+// flag package's error alone.
+func TestPortFlagNamesTheVariable(t *testing.T) {
+	for _, args := range [][]string{{"dev", "--port", "9000"}, {"dev", "-addr=:9000"}, {"agent", "--listen", "127.0.0.1:9000"}, {"serve", "--nats-port", "4223"}} {
+		code, _, errOut := runBin(t, embeddedEnv(), args...)
+		first, _, _ := strings.Cut(errOut, "\n")
+		if code != 2 || !strings.Contains(first, "flag provided but not defined") || !strings.Contains(first, "E2A_HTTP_ADDR=") || !strings.Contains(first, "E2A_NATS_PORT") {
+			t.Errorf("e2a %v: exit %d, first line %q", args, code, first)
+		}
+	}
+	code, _, errOut := runBin(t, embeddedEnv(), "dev", "--verbose")
+	if first, _, _ := strings.Cut(errOut, "\n"); code != 2 || strings.Contains(first, "E2A_HTTP_ADDR") {
+		t.Errorf("e2a dev --verbose: exit %d, first line %q", code, first)
+	}
+}
+
 // TestHTTPPortTakenSuggestsAFreeOne: the address a taken E2A_HTTP_ADDR
 // suggests is free. It was the port after the taken one, whatever held
 // that: with two `e2a dev` running (8080, 8081), a third was told

@@ -271,11 +271,29 @@ func checkParsed(fs *flag.FlagSet, err error, maxArgs int) error {
 		printHelp(os.Stdout, fs)
 		return errHelp
 	case err != nil:
-		return usageError(fs, err.Error())
+		return usageError(fs, err.Error()+addrFlagHint(err))
 	case maxArgs >= 0 && fs.NArg() > maxArgs:
 		return usageError(fs, fmt.Sprintf("unexpected argument %q", fs.Arg(maxArgs)))
 	}
 	return nil
+}
+
+// addrFlagHint is what the refusal of an unknown flag for an address or a
+// port (`e2a dev --port 9000`, a newcomer's first try) adds: they are
+// environment variables, which the help after it lists far down.
+func addrFlagHint(err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	name = strings.ToLower(name)
+	for _, w := range []string{"port", "addr", "listen", "host", "bind"} {
+		if strings.Contains(name, w) {
+			return "; addresses and ports are environment variables, not flags: E2A_HTTP_ADDR=127.0.0.1:9000 (HTTP), " +
+				"E2A_NATS_PORT (the embedded NATS server's) or E2A_NATS_URL (a running one)"
+		}
+	}
+	return ""
 }
 
 // usageError prints msg and the help of fs's command on stderr and returns
