@@ -191,6 +191,22 @@ func TestDevPortTaken(t *testing.T) {
 	}
 }
 
+// TestUnknownCommandNamed: an unknown command (`e2a deve`, `e2a help
+// deve`) is named on stderr's first line before the usage. The usage alone
+// was printed (exit 2), nothing saying what was wrong with the line typed.
+func TestUnknownCommandNamed(t *testing.T) {
+	for _, args := range [][]string{{"deve"}, {"help", "deve"}} {
+		code, _, errOut := runBin(t, embeddedEnv(), args...)
+		first, rest, _ := strings.Cut(errOut, "\n")
+		if code != 2 || first != `e2a: unknown command "deve"` || !strings.Contains(rest, "e2a dev") {
+			t.Errorf("e2a %v: exit %d, stderr:\n%s", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runBin(t, embeddedEnv()); code != 2 || strings.Contains(errOut, "unknown command") {
+		t.Errorf("e2a alone: exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
 // TestPortFlagNamesTheVariable: a flag for an address or a port (`e2a dev
 // --port 9000`, what a newcomer tries first) is refused naming the
 // variables that set them, on the error's own line; the help printed after

@@ -61,6 +61,9 @@ func exitCode(err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.Is(err, errUsage):
+		if msg, ok := strings.CutPrefix(err.Error(), errUsage.Error()+": "); ok {
+			fmt.Fprintf(stderr, "e2a: %s\n\n", msg) // what was wrong, before the usage
+		}
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	case errors.Is(err, errFlags):
@@ -77,7 +80,8 @@ func exitCode(err error, stderr io.Writer) int {
 }
 
 var (
-	// errUsage: no or an unknown subcommand; the global usage is printed.
+	// errUsage: no or an unknown subcommand; the global usage is printed,
+	// after what wraps it ("unknown command …").
 	errUsage = errors.New("usage")
 	// errHelp: a subcommand's help was printed on request (exit 0).
 	errHelp = errors.New("help printed")
@@ -367,7 +371,7 @@ func run(ctx context.Context, args []string) error {
 		fmt.Print(usage)
 		return nil
 	}
-	return errUsage
+	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 }
 
 // helpOf is `e2a help COMMAND [ACTION]`: the command's own help, as
