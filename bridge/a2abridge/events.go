@@ -493,14 +493,15 @@ func (t *turn) storedEnd(m *a2a.Message) bool {
 // on as the task's end (a2amap.FinalOutcome: TASK_STATE_REJECTED or
 // TASK_STATE_CANCELED with the agent's text, where an e2a.error would be
 // failed), ACP's as stopReason refusal or cancelled. The message is the
-// agent's without the upstream's ids (message, task, context, reference
-// tasks): the renderers give it the pipeline's. The Handler scrubs the
-// frame (final).
+// agent's, its id too (a client of the agent itself sees that id), but
+// the upstream's task, context and reference task ids (as
+// statusMessage's): the renderers give it the pipeline's task and
+// context. The Handler scrubs the frame (final).
 func (t *turn) end(st a2a.TaskStatus) error {
 	var msg *a2a.Message
 	if st.Message != nil {
 		m := *st.Message
-		m.ID, m.TaskID, m.ContextID, m.ReferenceTasks = "", "", "", nil
+		m.TaskID, m.ContextID, m.ReferenceTasks = "", "", nil
 		msg = &m
 	}
 	return t.writeStatus(st, msg, true)
@@ -519,8 +520,9 @@ func (t *turn) statusFields(parts a2a.ContentParts) error {
 
 // ask writes the turn's end asking the client (st: input-required,
 // auth-required; e2a.InterruptBody's frame): the agent's status-update,
-// final, with its message as the agent sent it, but its thoughts (and
-// empty text parts) and the upstream's ids (as end's): its parts in their
+// final, with its message as the agent sent it (its id too), but its
+// thoughts (and empty text parts) and the upstream's task, context and
+// reference task ids (as end's): its parts in their
 // order, each text part its own (the readers join their text:
 // e2a.Response.Interrupt) and its other parts (a form to fill in: a data
 // part; a file), with their metadata, their mediaType and filename in
@@ -531,7 +533,7 @@ func (t *turn) ask(st a2a.TaskStatus) error {
 	var msg *a2a.Message
 	if st.Message != nil {
 		m := *st.Message
-		m.ID, m.TaskID, m.ContextID, m.ReferenceTasks = "", "", "", nil
+		m.TaskID, m.ContextID, m.ReferenceTasks = "", "", nil
 		m.Parts = nil
 		for _, p := range st.Message.Parts {
 			if pc := pieceOf(p); pc.kind == "" || pc.kind == e2a.DeltaReasoning || !t.encodes(p) {

@@ -75,7 +75,29 @@ func (workingAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 // clients their parts as the agent's words, as before.
 func TestWorkingStatusMessagesAsSent(t *testing.T) {
 	t.Parallel()
-	url, _ := startV1(t, workingAgent{})
+	p := sameThroughPipeline(t, workingAgent{})
+	// E2A's clients get the status-updates as the agent's frames, not as
+	// the answer's text; ACP's their parts as the agent's words, as
+	// before (its message and thought chunks).
+	if s := openE2A(t, p, "agent").send(t, "hi"); s.text != "The answer is 42." || s.state != "completed" {
+		t.Errorf("E2A: %s, text %q, want completed \"The answer is 42.\"", s.state, s.text)
+	}
+	if s := openACP(t, p, "agent").send(t, "hi"); s.text != "thinking ...The answerchecking is 42." || s.reasoning != "the user wants a number" {
+		t.Errorf("ACP: text %q, thoughts %q, want the status messages' words among the answer's", s.text, s.reasoning)
+	}
+}
+
+// sameThroughPipeline serves exec on a2a-go/v2's server and compares what
+// its A2A clients see, called directly and through a pipeline bridging
+// it (the pool "agent", returned): the v1.0 stream (AnswerEvents: the
+// status-updates with a message or metadata among the artifacts' text
+// and fields), SendMessage's task and GetTask's (TaskView, ArtifactsView),
+// the v0.3 stream (a2a-go v0.3's client) and tasks/get. The tasks' and
+// contexts' ids are not compared (the pipeline's client addresses the
+// pipeline's task).
+func sameThroughPipeline(t *testing.T, exec a2asrv.AgentExecutor) *pipetest.Pipeline {
+	t.Helper()
+	url, _ := startV1(t, exec)
 	direct := up.Client(t, url)
 	ctx := testCtx(t)
 	// msg asks for the trpc interaction spec's parts (as v03Conv's
@@ -95,7 +117,7 @@ func TestWorkingStatusMessagesAsSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTask, wantArtifacts := up.TaskView(t, task), up.ArtifactsView(task)
+	wantTask, wantArtifacts := up.TaskView(t, task), up.ArtifactsView(t, task)
 
 	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
 	bridgePool(t, p, "agent", url)
@@ -108,7 +130,7 @@ func TestWorkingStatusMessagesAsSent(t *testing.T) {
 		if got := up.TaskView(t, task); got != wantTask {
 			t.Errorf("%s\n%s\nwant the agent's\n%s", what, got, wantTask)
 		}
-		if got := up.ArtifactsView(task); got != wantArtifacts {
+		if got := up.ArtifactsView(t, task); got != wantArtifacts {
 			t.Errorf("%s: artifacts\n%s\nwant the agent's\n%s", what, got, wantArtifacts)
 		}
 	}
@@ -137,14 +159,43 @@ func TestWorkingStatusMessagesAsSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTask("A2A v0.3 tasks/get", v1)
+	return p
+}
 
-	// E2A's clients get the status-updates as the agent's frames, not as
-	// the answer's text; ACP's their parts as the agent's words, as
-	// before (its message and thought chunks).
-	if s := openE2A(t, p, "agent").send(t, "hi"); s.text != "The answer is 42." || s.state != "completed" {
-		t.Errorf("E2A: %s, text %q, want completed \"The answer is 42.\"", s.state, s.text)
+// endingAgent ends its turn in state with a status message of its own
+// id, parts (a text and a data part), metadata and extensions, and the
+// event's metadata: a question (input-required, auth-required), or the
+// task's end.
+type endingAgent struct{ state a2a.TaskState }
+
+func (a endingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	m := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("Which one?"), a2a.NewDataPart(map[string]any{"choices": []any{"a", "b"}}))
+	m.ID, m.Metadata, m.Extensions = "said-"+string(a.state), map[string]any{"said": string(a.state)}, []string{"https://example.com/ext/said"}
+	end := a2a.NewStatusUpdateEvent(ec, a.state, m)
+	end.Metadata = map[string]any{"ev": string(a.state)}
+	return func(yield func(a2a.Event, error) bool) {
+		_ = yield(a2a.NewSubmittedTask(ec, ec.Message), nil) && yield(end, nil)
 	}
-	if s := openACP(t, p, "agent").send(t, "hi"); s.text != "thinking ...The answerchecking is 42." || s.reasoning != "the user wants a number" {
-		t.Errorf("ACP: text %q, thoughts %q, want the status messages' words among the answer's", s.text, s.reasoning)
+}
+
+func (endingAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {}
+}
+
+// TestFinalStatusMessagesAsSent: a bridged A2A agent's turn that ends
+// asking for input (input-required, auth-required) or that ends its task
+// itself (rejected, canceled) with a status message reaches the
+// pipeline's A2A clients as a client of the agent itself sees it
+// (sameThroughPipeline): the final status-update's message with its id,
+// parts, metadata and extensions, and the event's metadata, in the
+// stream, the task and its history. The message's id was the pipeline's.
+func TestFinalStatusMessagesAsSent(t *testing.T) {
+	t.Parallel()
+	for _, st := range []a2a.TaskState{a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired,
+		a2a.TaskStateCanceled, a2a.TaskStateRejected} {
+		t.Run(string(st), func(t *testing.T) {
+			t.Parallel()
+			sameThroughPipeline(t, endingAgent{st})
+		})
 	}
 }

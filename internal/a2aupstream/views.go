@@ -79,19 +79,21 @@ func statusLine(t testing.TB, ev a2a.Event) (string, bool) {
 }
 
 // AnswerEvents is StatusEvents with the artifact-updates among them: a
-// line per run of updates of one artifact (its id and its text, thoughts
-// left out), in the stream's order, so that where the agent's status
+// line per run of updates of one artifact (its id, its text, thoughts left
+// out, and the artifactHead of each of its updates that has one, but an
+// update's equal to the one before), in the stream's order, up to the
+// status-update that ends the turn, so that where the agent's status
 // messages came among its artifacts' text shows whatever chunks a server
 // split or joined the text into.
 func AnswerEvents(t testing.TB, evs iter.Seq2[a2a.Event, error]) string {
 	t.Helper()
 	var out strings.Builder
-	run, text := a2a.ArtifactID(""), ""
+	run, text, heads := a2a.ArtifactID(""), "", ""
 	flush := func() {
 		if run != "" {
-			out.WriteString("artifact " + string(run) + " " + text + "\n")
+			out.WriteString("artifact " + string(run) + " " + text + heads + "\n")
 		}
-		run, text = "", ""
+		run, text, heads = "", "", ""
 	}
 	for ev, err := range evs {
 		if err != nil {
@@ -103,25 +105,49 @@ func AnswerEvents(t testing.TB, evs iter.Seq2[a2a.Event, error]) string {
 				run = au.Artifact.ID
 			}
 			text += answerText(au.Artifact.Parts)
+			if h := artifactHead(t, au.Artifact, au.LastChunk); h != "" && !strings.HasSuffix(heads, h) {
+				heads += h
+			}
 			continue
 		}
 		if line, ok := statusLine(t, ev); ok {
 			flush()
 			out.WriteString(line)
 		}
+		if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && (su.Status.State.Terminal() ||
+			su.Status.State == a2a.TaskStateInputRequired || su.Status.State == a2a.TaskStateAuthRequired) {
+			break // the turn's end (a2a-go/v2's server keeps an auth-required task's stream open)
+		}
 	}
 	flush()
 	return out.String()
 }
 
-// ArtifactsView is a task's artifacts, a line each: its id and its text
-// (thoughts left out).
-func ArtifactsView(task *a2a.Task) string {
+// ArtifactsView is a task's artifacts, a line each: its id, its text
+// (thoughts left out) and its artifactHead.
+func ArtifactsView(t testing.TB, task *a2a.Task) string {
+	t.Helper()
 	var out strings.Builder
 	for _, a := range task.Artifacts {
-		out.WriteString(string(a.ID) + " " + answerText(a.Parts) + "\n")
+		out.WriteString(string(a.ID) + " " + answerText(a.Parts) + artifactHead(t, a, false) + "\n")
 	}
 	return out.String()
+}
+
+// artifactHead is what an artifact (or an update of it) says besides its
+// id and parts, as " " and JSON: its name, description, metadata and
+// extensions, and lastChunk when set; "" for none of them.
+func artifactHead(t testing.TB, a *a2a.Artifact, last bool) string {
+	t.Helper()
+	if a.Name == "" && a.Description == "" && len(a.Metadata) == 0 && len(a.Extensions) == 0 && !last {
+		return ""
+	}
+	b, err := json.Marshal(map[string]any{"name": a.Name, "description": a.Description, "metadata": a.Metadata,
+		"extensions": a.Extensions, "lastChunk": last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return " " + string(b)
 }
 
 // answerText joins the text of parts that are not thoughts.
