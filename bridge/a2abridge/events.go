@@ -80,6 +80,9 @@ type turn struct {
 	eventMeta, sentEventMeta   map[string]any
 	statusMeta, sentStatusMeta map[string]any
 	finalFrame                 bool // the next frame is the final one: it carries statusMeta
+	// failure is the agent's failed status's message the final frame
+	// carries (failedMetadata; status_message), nil for none.
+	failure map[string]any
 	// said holds the ids of the agent's messages the turn need not
 	// write: those it wrote (status messages), and those the task held
 	// before it (a continuation's, base) or when a takeover first saw it;
@@ -333,7 +336,7 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		if text == "" {
 			text = "the agent's task failed"
 		}
-		if err := t.finalMetadata(); err != nil {
+		if err := t.failedMetadata(st.Message); err != nil {
 			return err
 		}
 		return t.w.Fail(bridge.CodeFailed, text, false)
@@ -371,15 +374,10 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 func (t *turn) statusMessage(st a2a.TaskStatus) error {
 	var msg *a2a.Message
 	if st.Message != nil {
-		c := *st.Message
-		c.TaskID, c.ContextID, c.ReferenceTasks = "", "", nil
-		c.Parts = a2a.ContentParts{}
-		for _, p := range st.Message.Parts {
-			if t.encodes(p) {
-				c.Parts = append(c.Parts, thoughtPart(p))
-			}
+		msg = t.asSent(st.Message)
+		for i, p := range msg.Parts {
+			msg.Parts[i] = thoughtPart(p)
 		}
-		msg = &c
 	}
 	t.tail, t.wrote = "", true
 	return t.writeStatus(st, msg, false)
@@ -562,6 +560,25 @@ func (t *turn) ask(st a2a.TaskStatus) error {
 // Mapper.Replied, Aggregator.Result). The Handler scrubs the frame
 // (final).
 func (t *turn) reply(m *a2a.Message) error {
+	c := t.asSent(m)
+	if err := t.statusFields(c.Parts); err != nil {
+		return err
+	}
+	msg := a2av0.FromV1Message(c)
+	if msg.Parts == nil {
+		msg.Parts = a2alegacy.ContentParts{}
+	}
+	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusSucceeded,
+		e2a.StreamEventBody{Branch: e2a.BranchMessage, Payload: msg}, true)
+}
+
+// asSent is an agent's message m as the pipeline's clients get it: its
+// id, role, metadata, extensions and parts as the agent sent them, but
+// the upstream's task, context and reference task ids, which name nothing
+// the pipeline's client can address (the renderers give it the
+// pipeline's task and context), and a part that does not encode (left
+// out, logged). A copy: its Parts are its own.
+func (t *turn) asSent(m *a2a.Message) *a2a.Message {
 	c := *m
 	c.TaskID, c.ContextID, c.ReferenceTasks = "", "", nil
 	c.Parts = a2a.ContentParts{}
@@ -570,21 +587,19 @@ func (t *turn) reply(m *a2a.Message) error {
 			c.Parts = append(c.Parts, p)
 		}
 	}
-	if err := t.statusFields(c.Parts); err != nil {
-		return err
-	}
-	msg := a2av0.FromV1Message(&c)
-	if msg.Parts == nil {
-		msg.Parts = a2alegacy.ContentParts{}
-	}
-	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusSucceeded,
-		e2a.StreamEventBody{Branch: e2a.BranchMessage, Payload: msg}, true)
+	return &c
 }
 
 // partJSON is p as A2A v0.3 Part JSON (kind text, data or file), its numbers
 // as they were written.
 func partJSON(p *a2a.Part) (map[string]any, error) {
-	raw, err := json.Marshal(a2av0.FromV1Part(p))
+	return v03JSON(a2av0.FromV1Part(p))
+}
+
+// v03JSON is v, an A2A v0.3 object, as a JSON object, its numbers as
+// they were written.
+func v03JSON(v any) (map[string]any, error) {
+	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
@@ -949,7 +964,7 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 	}
 	if id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) &&
 		reflect.DeepEqual(fields, t.partFields) && reflect.DeepEqual(t.eventMeta, t.sentEventMeta) &&
-		reflect.DeepEqual(statusMeta, t.sentStatusMeta) {
+		reflect.DeepEqual(statusMeta, t.sentStatusMeta) && t.failure == nil {
 		return nil
 	}
 	var md map[string]any
@@ -990,7 +1005,7 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 	// its final status-update's, on the final frame the renderers end
 	// the task with.
 	for k, v := range map[string]map[string]any{a2amap.MetaArtifactEventMetadata: t.eventMeta,
-		a2amap.MetaStatusEventMetadata: statusMeta} {
+		a2amap.MetaStatusEventMetadata: statusMeta, a2amap.MetaStatusMessage: t.failure} {
 		if len(v) > 0 {
 			if md == nil {
 				md = map[string]any{}
@@ -1014,6 +1029,26 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 func (t *turn) finalMetadata() error {
 	t.finalFrame, t.eventMeta = true, nil
 	return t.metadata(t.artifact, nil, t.partMeta, t.partFields)
+}
+
+// failedMetadata is finalMetadata for the agent's failed status of
+// message m (nil: none): the frame carries m as the agent sent it
+// (asSent; status_message, A2A v0.3 Message JSON, its parts' mediaType
+// and filename in artifact_part_fields), which the A2A renderers give the
+// failed status in place of the failure's code and text
+// (a2amap.MetaStatusMessage), as a client of the agent itself sees it.
+// The Handler scrubs the frame's metadata.
+func (t *turn) failedMetadata(m *a2a.Message) error {
+	if m == nil {
+		return t.finalMetadata()
+	}
+	c := t.asSent(m)
+	msg, err := v03JSON(a2av0.FromV1Message(c))
+	if err != nil {
+		return err
+	}
+	t.finalFrame, t.eventMeta, t.failure = true, nil, msg
+	return t.metadata(t.artifact, nil, t.partMeta, a2amap.PartFields(c.Parts...))
 }
 
 // newMeta reports whether the metadata md of an update of artifact id

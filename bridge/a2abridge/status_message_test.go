@@ -184,15 +184,17 @@ func (endingAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 
 // TestFinalStatusMessagesAsSent: a bridged A2A agent's turn that ends
 // asking for input (input-required, auth-required) or that ends its task
-// itself (rejected, canceled) with a status message reaches the
+// itself (rejected, canceled, failed) with a status message reaches the
 // pipeline's A2A clients as a client of the agent itself sees it
 // (sameThroughPipeline): the final status-update's message with its id,
 // parts, metadata and extensions, and the event's metadata, in the
-// stream, the task and its history. The message's id was the pipeline's.
+// stream, the task and its history. The message's id was the pipeline's;
+// a failed status's message was the pipeline's failure (the message's
+// text alone, its code in metadata.error).
 func TestFinalStatusMessagesAsSent(t *testing.T) {
 	t.Parallel()
 	for _, st := range []a2a.TaskState{a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired,
-		a2a.TaskStateCanceled, a2a.TaskStateRejected} {
+		a2a.TaskStateCanceled, a2a.TaskStateRejected, a2a.TaskStateFailed} {
 		t.Run(string(st), func(t *testing.T) {
 			t.Parallel()
 			sameThroughPipeline(t, endingAgent{st})

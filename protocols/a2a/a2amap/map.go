@@ -81,6 +81,14 @@ const (
 	// status-update's, completed or failed). An agent's own status_update
 	// frame carries its own.
 	MetaStatusEventMetadata = "status_event_metadata"
+	// MetaStatusMessage, a JSON object in a final e2a.error frame's
+	// metadata, is the agent's own message of the failed status the
+	// stream ends the task with (an A2A v0.3 Message: the A2A bridge's
+	// agent's failed status-update's, its parts' mediaType and filename
+	// in MetaArtifactPartFields), which the renderers give that status in
+	// place of the failure's own (its code and text in metadata.error):
+	// what a client of the agent itself sees.
+	MetaStatusMessage = "status_message"
 )
 
 // Object types and tags of the trpc A2A interaction spec.
@@ -994,8 +1002,13 @@ func (m *Mapper) finalUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Messag
 	return su
 }
 
-// failureMessage is the agent message of a failed or canceled status.
+// failureMessage is the agent message of a failed or canceled status:
+// the agent's own (agentFailure), else the failure's code and text.
 func (m *Mapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
+	if msg := agentFailure(r); msg != nil && o.State == a2a.TaskStateFailed {
+		m.ownMessage(msg, r)
+		return msg
+	}
 	errMeta := map[string]any{"code": o.Code, "message": o.Message, "retryable": o.Retryable}
 	if len(o.Details) > 0 {
 		errMeta["details"] = o.Details
@@ -1075,6 +1088,33 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 // answerText reports a piece of the answer's text (a text chunk, not
 // reasoning): the content an e2a.complete result repeats.
 func answerText(p piece) bool { return p.group == "content" && !p.thought }
+
+// agentFailure is the agent's own message of the failed status final
+// frame r ends the task with (MetaStatusMessage), its parts given their
+// mediaType and filename (MetaArtifactPartFields); nil for none, or one
+// that is no A2A v0.3 Message.
+func agentFailure(r *e2a.Response) *a2a.Message {
+	if r.ResponseKind != e2a.KindError || r.Metadata[MetaStatusMessage] == nil {
+		return nil
+	}
+	raw, err := json.Marshal(r.Metadata[MetaStatusMessage])
+	if err != nil {
+		return nil
+	}
+	var old legacy.Message
+	if json.Unmarshal(raw, &old) != nil {
+		return nil
+	}
+	msg, err := a2av0.ToV1Message(&old)
+	if err != nil {
+		return nil
+	}
+	if msg.Parts == nil {
+		msg.Parts = a2a.ContentParts{}
+	}
+	setPartFields(msg.Parts, partFieldsOf(r))
+	return msg
+}
 
 // finalEvents appends to evs, the events of final frame r (outcome o),
 // those that end the stream.
