@@ -83,6 +83,10 @@ type turn struct {
 	// failure is the agent's failed status's message the final frame
 	// carries (failedMetadata; status_message), nil for none.
 	failure map[string]any
+	// taskMeta is the metadata of the agent's Task event the next frame
+	// carries (task_metadata), nil for none: one the frames have not
+	// carried yet (sentTaskMeta).
+	taskMeta, sentTaskMeta map[string]any
 	// said holds the ids of the agent's messages the turn need not
 	// write: those it wrote (status messages), and those the task held
 	// before it (a continuation's, base) or when a takeover first saw it;
@@ -139,6 +143,9 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 	case *a2a.Task:
 		if err := t.ids(ctx, e.ID, e.ContextID); err != nil {
 			return err
+		}
+		if len(e.Metadata) > 0 && !reflect.DeepEqual(map[string]any(e.Metadata), t.sentTaskMeta) {
+			t.taskMeta = e.Metadata
 		}
 		t.replay = nil // the task shows each artifact whole
 		if t.pending {
@@ -510,7 +517,7 @@ func (t *turn) end(st a2a.TaskStatus) error {
 // next, keeping the rest of their metadata.
 func (t *turn) statusFields(parts a2a.ContentParts) error {
 	fields := a2amap.PartFields(parts...)
-	if reflect.DeepEqual(fields, t.partFields) {
+	if reflect.DeepEqual(fields, t.partFields) && t.taskMeta == nil {
 		return nil
 	}
 	return t.metadata(t.artifact, nil, t.partMeta, fields)
@@ -964,7 +971,7 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 	}
 	if id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) &&
 		reflect.DeepEqual(fields, t.partFields) && reflect.DeepEqual(t.eventMeta, t.sentEventMeta) &&
-		reflect.DeepEqual(statusMeta, t.sentStatusMeta) && t.failure == nil {
+		reflect.DeepEqual(statusMeta, t.sentStatusMeta) && t.failure == nil && t.taskMeta == nil {
 		return nil
 	}
 	var md map[string]any
@@ -1005,7 +1012,7 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 	// its final status-update's, on the final frame the renderers end
 	// the task with.
 	for k, v := range map[string]map[string]any{a2amap.MetaArtifactEventMetadata: t.eventMeta,
-		a2amap.MetaStatusEventMetadata: statusMeta, a2amap.MetaStatusMessage: t.failure} {
+		a2amap.MetaStatusEventMetadata: statusMeta, a2amap.MetaStatusMessage: t.failure, a2amap.MetaTaskMetadata: t.taskMeta} {
 		if len(v) > 0 {
 			if md == nil {
 				md = map[string]any{}
@@ -1018,6 +1025,9 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 	}
 	t.artifact, t.labeled, t.partMeta, t.partFields = id, label != nil && id != "", partMeta, fields
 	t.sentEventMeta, t.sentStatusMeta = t.eventMeta, statusMeta
+	if t.taskMeta != nil {
+		t.sentTaskMeta, t.taskMeta = t.taskMeta, nil
+	}
 	return nil
 }
 

@@ -165,7 +165,8 @@ func sameThroughPipeline(t *testing.T, exec a2asrv.AgentExecutor) *pipetest.Pipe
 // endingAgent ends its turn in state with a status message of its own
 // id, parts (a text and a data part), metadata and extensions, and the
 // event's metadata: a question (input-required, auth-required), or the
-// task's end.
+// task's end. Its task has metadata of its own, one member of which the
+// status-update's metadata replaces.
 type endingAgent struct{ state a2a.TaskState }
 
 func (a endingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -173,8 +174,10 @@ func (a endingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) it
 	m.ID, m.Metadata, m.Extensions = "said-"+string(a.state), map[string]any{"said": string(a.state)}, []string{"https://example.com/ext/said"}
 	end := a2a.NewStatusUpdateEvent(ec, a.state, m)
 	end.Metadata = map[string]any{"ev": string(a.state)}
+	task := a2a.NewSubmittedTask(ec, ec.Message)
+	task.Metadata = map[string]any{"task": "mine", "ev": "overwritten"}
 	return func(yield func(a2a.Event, error) bool) {
-		_ = yield(a2a.NewSubmittedTask(ec, ec.Message), nil) && yield(end, nil)
+		_ = yield(task, nil) && yield(end, nil)
 	}
 }
 
@@ -188,9 +191,11 @@ func (endingAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 // pipeline's A2A clients as a client of the agent itself sees it
 // (sameThroughPipeline): the final status-update's message with its id,
 // parts, metadata and extensions, and the event's metadata, in the
-// stream, the task and its history. The message's id was the pipeline's;
-// a failed status's message was the pipeline's failure (the message's
-// text alone, its code in metadata.error).
+// stream, the task and its history, and the task's metadata (the
+// agent's Task's merged with the status-update's). The message's id was
+// the pipeline's; a failed status's message was the pipeline's failure
+// (the message's text alone, its code in metadata.error); the task's
+// metadata lacked what the agent gave its Task.
 func TestFinalStatusMessagesAsSent(t *testing.T) {
 	t.Parallel()
 	for _, st := range []a2a.TaskState{a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired,

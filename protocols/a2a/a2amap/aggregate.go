@@ -122,6 +122,10 @@ type Aggregator struct {
 	// order, as a2a-go's task manager merges an event's; an agent's own
 	// Task's), baseMeta the task's before this turn (a continued task's).
 	meta, baseMeta map[string]any
+	// agentTaskMeta is the last MetaTaskMetadata merged into meta: a frame's
+	// metadata holds until set again, so the frames after the one that
+	// set it carry it too, merged once.
+	agentTaskMeta map[string]any
 }
 
 // NewAggregator returns the aggregator of requestID's frames for the call
@@ -196,6 +200,9 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 		a.state = a2a.TaskStateWorking
 	}
 	a.ts = FrameTime(r)
+	if tm, _ := r.Metadata[MetaTaskMetadata].(map[string]any); len(tm) > 0 && !reflect.DeepEqual(tm, a.agentTaskMeta) {
+		a.meta, a.agentTaskMeta = mergeMeta(a.meta, tm), tm
+	}
 	ownEnd := false // r is the agent's own final status-update
 	if c, ok := ContentChunk(r); ok {
 		if p, ok := chunkPiece(c); ok {

@@ -89,6 +89,13 @@ const (
 	// place of the failure's own (its code and text in metadata.error):
 	// what a client of the agent itself sees.
 	MetaStatusMessage = "status_message"
+	// MetaTaskMetadata, a JSON object in a frame's metadata, is metadata
+	// the agent gave its task itself (A2A Task.metadata: the A2A bridge's
+	// agent's Task event's, on the next frame written after it), which
+	// the task (GetTask, tasks/get, a blocking send's) merges into its
+	// metadata where the frame comes, before the frame's own event's; a
+	// stream has no event for it (its Task is the pipeline's).
+	MetaTaskMetadata = "task_metadata"
 )
 
 // Object types and tags of the trpc A2A interaction spec.
