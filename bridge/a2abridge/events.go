@@ -83,6 +83,11 @@ type turn struct {
 	// failure is the agent's failed status's message the final frame
 	// carries (failedMetadata; status_message), nil for none.
 	failure map[string]any
+	// lastChunk: the artifact-update being written is its artifact's
+	// last chunk (A2A lastChunk); closing: the piece being written is its
+	// last part's, whose frame says so (artifact_last_chunk, or the
+	// native event's own); lastSet: the frames' metadata says so now.
+	lastChunk, closing, lastSet bool
 	// taskMeta is the metadata of the agent's Task event the next frame
 	// carries (task_metadata), nil for none: one the frames have not
 	// carried yet (sentTaskMeta).
@@ -191,6 +196,8 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		if r := t.replay[e.Artifact.ID]; r != nil {
 			return t.replaying(r, e)
 		}
+		t.lastChunk = e.LastChunk
+		defer func() { t.lastChunk = false }()
 		if w := t.seen[e.Artifact.ID]; !e.Append && w != nil && w.any {
 			// Without append, the update is the artifact whole: it
 			// replaces the one the task held (A2A), unless it repeats
@@ -736,8 +743,16 @@ func (t *turn) message(m *a2a.Message) error {
 
 // parts writes an artifact update's parts, each as its frame.
 func (t *turn) parts(a *a2a.Artifact, parts a2a.ContentParts) error {
-	for _, p := range parts {
+	last := -1 // the last part written: an update's last chunk ends there (lastChunk)
+	for i, p := range parts {
+		if pieceOf(p).kind != "" {
+			last = i
+		}
+	}
+	defer func() { t.closing = false }()
+	for i, p := range parts {
 		if pc := pieceOf(p); pc.kind != "" {
+			t.closing = t.lastChunk && i == last
 			if err := t.write(a.ID, a, pc); err != nil {
 				return err
 			}
@@ -804,7 +819,7 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 		return err
 	}
 	t.tail, t.wrote = "", true
-	if err := t.writeNative(a.ID, a, parts, false); err != nil {
+	if err := t.writeNative(a.ID, a, parts, false, t.lastChunk); err != nil {
 		return err
 	}
 	t.seenOf(a.ID)
@@ -941,7 +956,7 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 			t.text.add(id, pc.delta.(string))
 		}
 	} else {
-		err = t.writeNative(id, a, a2a.ContentParts{pc.part}, w.any)
+		err = t.writeNative(id, a, a2a.ContentParts{pc.part}, w.any, t.closing)
 		w.native = true
 		if pc.kind == e2a.DeltaText {
 			t.text.extend(id, pc.delta.(string))
@@ -971,7 +986,7 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 	}
 	if id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) &&
 		reflect.DeepEqual(fields, t.partFields) && reflect.DeepEqual(t.eventMeta, t.sentEventMeta) &&
-		reflect.DeepEqual(statusMeta, t.sentStatusMeta) && t.failure == nil && t.taskMeta == nil {
+		reflect.DeepEqual(statusMeta, t.sentStatusMeta) && t.failure == nil && t.taskMeta == nil && !t.closing && !t.lastSet {
 		return nil
 	}
 	var md map[string]any
@@ -1020,9 +1035,13 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 			md[k] = v
 		}
 	}
+	if t.closing && id != "" {
+		md[a2amap.MetaArtifactLastChunk] = true
+	}
 	if err := t.w.SetMetadata(md); err != nil {
 		return err
 	}
+	t.lastSet = t.closing && id != ""
 	t.artifact, t.labeled, t.partMeta, t.partFields = id, label != nil && id != "", partMeta, fields
 	t.sentEventMeta, t.sentStatusMeta = t.eventMeta, statusMeta
 	if t.taskMeta != nil {

@@ -21,9 +21,10 @@ import (
 // update's metadata is merged into the artifact's by an A2A client, as
 // a2a-go's task manager merges it); appendTo says that the parts are
 // appended to the frames of the artifact written before (without it, the
-// frame is the artifact's first, or replaces it whole). The event carries
-// the metadata of the agent's artifact-update it writes (eventMeta).
-func (t *turn) writeNative(id a2a.ArtifactID, a *a2a.Artifact, parts a2a.ContentParts, appendTo bool) error {
+// frame is the artifact's first, or replaces it whole), last that they
+// end it (lastChunk, the agent's update's). The event carries the
+// metadata of the agent's artifact-update it writes (eventMeta).
+func (t *turn) writeNative(id a2a.ArtifactID, a *a2a.Artifact, parts a2a.ContentParts, appendTo, last bool) error {
 	art := &a2a.Artifact{ID: id, Parts: parts}
 	if a != nil {
 		art.Metadata = a.Metadata
@@ -31,7 +32,7 @@ func (t *turn) writeNative(id a2a.ArtifactID, a *a2a.Artifact, parts a2a.Content
 			art.Name, art.Description, art.Extensions = a.Name, a.Description, a.Extensions
 		}
 	}
-	ev := a2av0.FromV1TaskArtifactUpdateEvent(&a2a.TaskArtifactUpdateEvent{Artifact: art, Append: appendTo, Metadata: t.eventMeta})
+	ev := a2av0.FromV1TaskArtifactUpdateEvent(&a2a.TaskArtifactUpdateEvent{Artifact: art, Append: appendTo, LastChunk: last, Metadata: t.eventMeta})
 	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusInProgress,
 		e2a.StreamEventBody{Branch: e2a.BranchArtifactUpdate, Payload: ev}, false)
 }

@@ -19,8 +19,8 @@ import (
 // its answer's artifact updates: working "thinking ..." (a message with
 // an id, metadata, extensions, a thought and a data part; the event's
 // metadata), the answer's first text, working "checking" (the answer is
-// appended to after it), the rest of the answer, then completed with
-// no message and metadata of its own.
+// appended to after it), the rest of the answer (its last chunk), then
+// completed with no message and metadata of its own.
 type workingAgent struct{}
 
 func (workingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -38,7 +38,7 @@ func (workingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 	first.Status.Message.Extensions = []string{"https://example.com/ext/status"}
 	answer := func(appendTo bool, text string) *a2a.TaskArtifactUpdateEvent {
 		ev := a2a.NewArtifactUpdateEvent(ec, "answer", a2a.NewTextPart(text))
-		ev.Append = appendTo
+		ev.Append, ev.LastChunk = appendTo, appendTo
 		return ev
 	}
 	done := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil)

@@ -42,12 +42,12 @@ func ReadTextUpdate(m *a2amap.Mapper, f *render.Frame) (u TextUpdate, ok bool) {
 
 // labeled reports a frame that may label its artifact or its part
 // (metadata artifact_name, artifact_description, artifact_metadata,
-// artifact_part_metadata, artifact_part_fields, artifact_extensions or
-// artifact_event_metadata: a2amap.MetaArtifactName and the others), whose
-// event carries them: the general path writes it. Read without decoding,
-// the test is for a key in quotes, which no JSON string can hold
-// unescaped (a text holding it has \" before its closing quote): one
-// scan for the seven keys' common start, "artifact_, each found checked
+// artifact_part_metadata, artifact_part_fields, artifact_extensions,
+// artifact_event_metadata or artifact_last_chunk: a2amap.MetaArtifactName
+// and the others), whose event carries them: the general path writes it.
+// Read without decoding, the test is for a key in quotes, which no JSON
+// string can hold unescaped (a text holding it has \" before its closing
+// quote): one scan for the eight keys' common start, "artifact_, each found checked
 // for one of their ends. The scan looks for the start's tail (labelMark:
 // its 'f' is rare in a frame, so bytes.Index skips ahead fast; a search
 // for the whole start stops at every quote) and checks the head before
@@ -59,7 +59,7 @@ func labeled(f *render.Frame) bool {
 		return md[a2amap.MetaArtifactName] != nil || md[a2amap.MetaArtifactDescription] != nil ||
 			md[a2amap.MetaArtifactMetadata] != nil || md[a2amap.MetaArtifactPartMetadata] != nil ||
 			md[a2amap.MetaArtifactPartFields] != nil || md[a2amap.MetaArtifactExtensions] != nil ||
-			md[a2amap.MetaArtifactEventMetadata] != nil
+			md[a2amap.MetaArtifactEventMetadata] != nil || md[a2amap.MetaArtifactLastChunk] != nil
 	}
 	for raw := f.Raw; ; {
 		i := bytes.Index(raw, labelMark)
@@ -92,7 +92,7 @@ var (
 		var ends [][]byte
 		for _, k := range []string{a2amap.MetaArtifactName, a2amap.MetaArtifactDescription,
 			a2amap.MetaArtifactMetadata, a2amap.MetaArtifactPartMetadata, a2amap.MetaArtifactPartFields,
-			a2amap.MetaArtifactExtensions, a2amap.MetaArtifactEventMetadata} {
+			a2amap.MetaArtifactExtensions, a2amap.MetaArtifactEventMetadata, a2amap.MetaArtifactLastChunk} {
 			if !strings.HasPrefix(k, labelPrefix) {
 				panic("a2a: label key " + k + " does not start with " + labelPrefix)
 			}

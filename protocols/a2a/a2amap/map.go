@@ -96,6 +96,10 @@ const (
 	// metadata where the frame comes, before the frame's own event's; a
 	// stream has no event for it (its Task is the pipeline's).
 	MetaTaskMetadata = "task_metadata"
+	// MetaArtifactLastChunk, true in a content chunk's frame metadata,
+	// says the chunk ends its artifact (A2A lastChunk: the A2A bridge's
+	// agent's last chunk of it): the stream's artifact-update says so.
+	MetaArtifactLastChunk = "artifact_last_chunk"
 )
 
 // Object types and tags of the trpc A2A interaction spec.
@@ -1055,9 +1059,10 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 				setPartFields(p.parts, partFieldsOf(r))
 			}
 			evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID,
-				Artifact: &a2a.Artifact{ID: id, Name: l.name, Description: l.description, Metadata: l.meta, Extensions: l.extensions, Parts: p.parts},
-				Append:   m.seen[id] || m.resumed,
-				Metadata: withEventMeta(p.meta(llm), r, MetaArtifactEventMetadata)})
+				Artifact:  &a2a.Artifact{ID: id, Name: l.name, Description: l.description, Metadata: l.meta, Extensions: l.extensions, Parts: p.parts},
+				Append:    m.seen[id] || m.resumed,
+				LastChunk: r.Metadata[MetaArtifactLastChunk] == true,
+				Metadata:  withEventMeta(p.meta(llm), r, MetaArtifactEventMetadata)})
 			m.seen[id] = m.seen[id] || m.shown(p.parts)
 			// Only the answer's text is the content the final result
 			// repeats: after reasoning, tool calls or data alone the
