@@ -20,7 +20,9 @@ import (
 // an id, metadata, extensions, a thought and a data part; the event's
 // metadata), the answer's first text, working "checking" (the answer is
 // appended to after it), the rest of the answer (its last chunk), then
-// completed with no message and metadata of its own.
+// completed with no message and metadata of its own. The answer's first
+// update names it, describes it and gives its extensions, each its own
+// metadata.
 type workingAgent struct{}
 
 func (workingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -39,6 +41,11 @@ func (workingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 	answer := func(appendTo bool, text string) *a2a.TaskArtifactUpdateEvent {
 		ev := a2a.NewArtifactUpdateEvent(ec, "answer", a2a.NewTextPart(text))
 		ev.Append, ev.LastChunk = appendTo, appendTo
+		ev.Artifact.Metadata = map[string]any{"chunk": text}
+		if !appendTo {
+			ev.Artifact.Name, ev.Artifact.Description = "Answer", "the number"
+			ev.Artifact.Extensions = []string{"https://example.com/ext/answer"}
+		}
 		return ev
 	}
 	done := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil)
