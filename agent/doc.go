@@ -113,7 +113,9 @@
 //     delivery stays unacknowledged meanwhile: waiting turns count against
 //     the pool's MaxAckPending ([WithMaxAckPending]), which must stay above
 //     the number of turns that may wait at once, or the turns they wait for
-//     are never delivered. A named request not stored is waited for until
+//     are never delivered (ingress bounds the turns waiting on one task or
+//     session, E2A_MAX_WAITING_TURNS: keep the pool's concurrency × (that
+//     bound + 1) under MaxAckPending). A named request not stored is waited for until
 //     15 s after this one was stored (its publish may still be in flight),
 //     then not; one of the pool acknowledged with no frame left (its frames
 //     aged out) is not waited for. A request of a task or a session

@@ -325,39 +325,55 @@ func TestE2ATurnRetriedAfterA2ATaskEndedIsDuplicate(t *testing.T) {
 // burst of requests naming one task_id at once (a fan-out of one job's
 // steps, labelled with the job as task_id, as E2A allowed before task_id
 // made a turn). Since 846e3fd each is a turn of that task, appended to its
-// record by compare-and-set: every one must still be accepted (queued
-// after the one before, design.md's "a second message to a running task
-// is queued rather than refused"), none refused 503 because the record
-// changed under it too often.
+// record by compare-and-set: with the bound on waiting turns off
+// (WithMaxWaitingTurns(0)) every one must still be accepted (queued after
+// the one before, design.md's "a second message to a running task is
+// queued rather than refused"), none refused 503 because the record
+// changed under it too often. With the default bound (6 turns waiting),
+// a turn past it is refused 429 too_many_turns, retryable, and still none
+// 503: the burst took every delivery of the pool before the bound.
 func TestE2AConcurrentTurnsOfOneTaskAllAccepted(t *testing.T) {
-	p := startPipeline(t)
-	const n = 100
-	codes := make(chan string, n)
-	start := make(chan struct{})
-	for i := range n {
-		go func() {
-			<-start
-			req, _ := http.NewRequest(http.MethodPost, p.url+"/v1/requests",
-				strings.NewReader(fmt.Sprintf(`{"request_id":"burst-%d","task_id":"burst-job","params":{"text":"step %d","frames":1}}`, i, i)))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				codes <- err.Error()
-				return
+	for _, bound := range []int{0, ingress.DefaultMaxWaitingTurns} {
+		t.Run(fmt.Sprintf("bound %d", bound), func(t *testing.T) {
+			p := startPipelineWith(t, ingress.WithMaxWaitingTurns(bound))
+			const n = 100
+			codes := make(chan string, n)
+			start := make(chan struct{})
+			for i := range n {
+				go func() {
+					<-start
+					req, _ := http.NewRequest(http.MethodPost, p.url+"/v1/requests",
+						strings.NewReader(fmt.Sprintf(`{"request_id":"burst-%d","task_id":"burst-job","params":{"text":"step %d","frames":1}}`, i, i)))
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						codes <- err.Error()
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					codes <- fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+				}()
 			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			codes <- fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
-		}()
-	}
-	close(start)
-	var refused []string
-	for range n {
-		if c := <-codes; !strings.HasPrefix(c, "202 ") {
-			refused = append(refused, c)
-		}
-	}
-	if len(refused) > 0 {
-		t.Fatalf("%d of %d concurrent requests naming task_id burst-job refused, the first: %s; want every one accepted (202) as the task's next turn, queued, not refused",
-			len(refused), n, refused[0])
+			close(start)
+			var refused []string
+			accepted := 0
+			for range n {
+				c := <-codes
+				switch {
+				case strings.HasPrefix(c, "202 "):
+					accepted++
+				case bound > 0 && strings.HasPrefix(c, "429 ") && strings.Contains(c, `"too_many_turns"`) && strings.Contains(c, `"retryable":true`):
+				default:
+					refused = append(refused, c)
+				}
+			}
+			if len(refused) > 0 {
+				t.Fatalf("%d of %d concurrent requests naming task_id burst-job refused, the first: %s; want every one accepted (202) as the task's next turn, queued, "+
+					"or past the bound on waiting turns 429 too_many_turns; never 503", len(refused), n, refused[0])
+			}
+			if bound > 0 && accepted < bound+1 {
+				t.Errorf("%d of %d turns accepted; want at least the running turn and the %d allowed to wait", accepted, n, bound)
+			}
+		})
 	}
 }

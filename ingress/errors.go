@@ -34,6 +34,16 @@ var (
 	// same contextId. AgentVault's tasks/send continues a task whatever its
 	// state, as its profile shows.
 	ErrTaskTerminal = errors.New("ingress: task is in a terminal state")
+	// ErrTooManyTurns refuses a turn of a task or ACP session that has
+	// as many turns waiting behind its running one as WithMaxWaitingTurns
+	// allows (its record's turn that many places before the newest has no
+	// final frame): nothing was written or published. Retryable, once the
+	// running turn ends: each door answers it as the stream slots' refusal
+	// (host.TooManyTurns: 429 with Retry-After, JSON-RPC -32029, A2A v1.0
+	// RESOURCE_EXHAUSTED). A waiting turn holds its delivery in the pool's
+	// MaxAckPending, so without the bound one task's queued turns could
+	// take every delivery of the pool while its running turn runs.
+	ErrTooManyTurns = errors.New("ingress: too many turns of this task or session are waiting for its running turn")
 	// ErrInvalidRateLimits reports negative rate limits given as an option.
 	ErrInvalidRateLimits = errors.New("ingress: invalid rate limits")
 	// ErrInvalidOption reports an option value New refuses (WithProtocols

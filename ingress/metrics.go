@@ -16,6 +16,7 @@ type metrics struct {
 	publish      prometheus.Histogram
 	authFailures *prometheus.CounterVec
 	rateLimited  *prometheus.CounterVec
+	turnsRefused *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -32,6 +33,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Requests refused by authentication or authorization, by protocol.", "protocol"),
 		rateLimited: s.CounterVec("e2a_ingress_rate_limited_total",
 			"Requests refused by the per-principal rate limit, by protocol.", "protocol"),
+		turnsRefused: s.CounterVec("e2a_ingress_turns_refused_total",
+			"Turns of a task or ACP session refused because as many of its turns wait behind its running turn as E2A_MAX_WAITING_TURNS allows (ErrTooManyTurns), by protocol as e2a_ingress_accepted_total.",
+			"protocol"),
 	}
 	return m, s.Err()
 }

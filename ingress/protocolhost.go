@@ -756,6 +756,7 @@ var hostKinds = []struct{ ingress, host error }{
 	{ErrTaskNotFound, host.ErrSessionNotFound},
 	{ErrInvalidPool, host.ErrInvalidPool},
 	{ErrTaskTerminal, host.ErrTaskTerminal},
+	{ErrTooManyTurns, host.ErrTooManyTurns},
 }
 
 // hostError returns err matching the host's sentinel of its kind as well,

@@ -44,8 +44,20 @@ func (k keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// keyClient is the a2a-go/v2 client of the principal of key over binding.
+// keyClient is the a2a-go/v2 client of the principal of key over binding,
+// of a pipeline whose card says it keeps push configurations.
 func keyClient(t *testing.T, p *pipeline, binding a2a.TransportProtocol, key string) *a2aclient.Client {
+	t.Helper()
+	return keyClientOf(t, p, binding, key, func(card *a2a.AgentCard) {
+		if !card.Capabilities.PushNotifications {
+			t.Fatalf("card capabilities %+v: no pushNotifications", card.Capabilities)
+		}
+	})
+}
+
+// keyClientOf is the a2a-go/v2 client of the principal of key over
+// binding, built from the card check passes.
+func keyClientOf(t *testing.T, p *pipeline, binding a2a.TransportProtocol, key string, check func(*a2a.AgentCard)) *a2aclient.Client {
 	t.Helper()
 	if binding == a2a.TransportProtocolGRPC {
 		return grpcClient(t, p, key)
@@ -55,9 +67,7 @@ func keyClient(t *testing.T, p *pipeline, binding a2a.TransportProtocol, key str
 	if err != nil {
 		t.Fatalf("resolve card: %v", err)
 	}
-	if !card.Capabilities.PushNotifications {
-		t.Fatalf("card capabilities %+v: no pushNotifications", card.Capabilities)
-	}
+	check(card)
 	hc := &http.Client{Transport: keyTransport{key}}
 	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
 		a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{binding}}))

@@ -119,6 +119,9 @@ type options struct {
 	poolTTL        time.Duration
 	push           *push.Store // WithPushStore; nil: no push notifications
 	noExtendedCard bool        // WithExtendedCard(false)
+	// maxWaitingTurns bounds the turns of a task or session waiting
+	// behind its running turn (WithMaxWaitingTurns); 0: unbounded.
+	maxWaitingTurns int
 }
 
 // WithA2ETypes sets the A2E type registry (the base map plus the types
@@ -224,6 +227,33 @@ func WithMaxBodyBytes(n int64) Option {
 	}
 }
 
+// DefaultMaxWaitingTurns is the bound of WithMaxWaitingTurns unless set
+// (E2A_MAX_WAITING_TURNS): with the agent runtime's MaxAckPending
+// (1,000), a pool of up to 128 concurrent turns (e2a dev's one worker of
+// 32; the shipped demo pool's 2 workers of 64) whose every running turn
+// has 6 more waiting holds 128 × 7 = 896 deliveries, under 1,000, so
+// waiting turns never take the last delivery the pool's concurrency
+// could use.
+const DefaultMaxWaitingTurns = 6
+
+// WithMaxWaitingTurns bounds the turns of one A2A or AgentVault task (or
+// E2A task_id) or ACP session that may wait behind its running turn: a
+// turn that would make more than n wait is refused with ErrTooManyTurns,
+// nothing written or published (each door's 429, retryable). Each waiting
+// turn holds its delivery in its pool's MaxAckPending until it has run,
+// so choose n so that the pool's concurrency × (n + 1) stays under the
+// pool's MaxAckPending. 0 turns the bound off; negative is ErrInvalidOption.
+// Default DefaultMaxWaitingTurns.
+func WithMaxWaitingTurns(n int) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("%w: max waiting turns %d must not be negative (0: unbounded)", ErrInvalidOption, n)
+		}
+		o.maxWaitingTurns = n
+		return nil
+	}
+}
+
 // WithPublishTimeout bounds the wait for a PubAck (default 5 s).
 func WithPublishTimeout(d time.Duration) Option {
 	return func(o *options) error {
@@ -251,7 +281,7 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // slots of its streams and waits, the challenge of a 401.
 func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	o := options{defaultPool: "demo", maxBody: 4 << 20, publishTimeout: host.DefaultPublishTimeout, log: slog.Default(), now: time.Now,
-		protocols: protocols.Default()}
+		protocols: protocols.Default(), maxWaitingTurns: DefaultMaxWaitingTurns}
 	if err := option.Apply(ErrInvalidOption, &o, opts); err != nil {
 		return nil, err
 	}

@@ -91,7 +91,8 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 		done()
 		s.undoBefore(ctx, env.RequestID, undo)
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTooLarge) &&
-			!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrTaskNotFound) {
+			!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrTaskNotFound) &&
+			!errors.Is(err, ErrTooManyTurns) { // counted: e2a_ingress_turns_refused_total
 			s.opts.log.Warn("publish failed", "request_id", env.RequestID, "err", err)
 		}
 		return nil, hostError(err)

@@ -454,6 +454,49 @@ type turnCond struct {
 	// record holds the pool its own call was routed to), the session's
 	// turns, their history, are that pool's from then on.
 	turnPool string
+	// waiting, when set, bounds the turns of the record that wait behind
+	// its running turn (WithMaxWaitingTurns): ErrTooManyTurns, nothing
+	// written, when the turn would make more than waiting.max of them
+	// wait (waitBound.refusal). Not for a cancel turn, which must always
+	// be taken.
+	waiting *waitBound
+}
+
+// waitBound is turnCond.waiting: at most max turns of a record wait
+// behind its running turn, which unfinished tells (Server.turnUnfinished:
+// no final frame stored).
+type waitBound struct {
+	max        int
+	unfinished func(ctx context.Context, requestID string) (bool, error)
+}
+
+// refusal is ErrTooManyTurns when rec, with the new turn appended last,
+// lists max+1 turns before it and the earliest of those (the turn max+1
+// places before the new one) has not ended: turns run in order, so it
+// and the max after it are all unfinished, one running and max waiting,
+// and the new turn would be one more waiting. One read of that turn's
+// frames, made only when the record lists that many turns. It is checked
+// on the revision the append is conditioned on, so two turns appended at
+// once are counted one after the other; a turn recorded whose publish
+// has not landed yet counts as ended when its id is the client's
+// (Server.turnUnfinished), so the bound may be passed by such turns
+// appended within a publish's time of each other.
+func (b *waitBound) refusal(ctx context.Context, rec *TaskRecord) error {
+	if b == nil || b.max <= 0 {
+		return nil
+	}
+	i := len(rec.RequestIDs) - 1 - (b.max + 1)
+	if i < 0 {
+		return nil
+	}
+	unfinished, err := b.unfinished(ctx, rec.RequestIDs[i])
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
+	case unfinished:
+		return fmt.Errorf("%w (at most %d)", ErrTooManyTurns, b.max)
+	}
+	return nil
 }
 
 // poolRefusal is poolTurnError when cond.pool is not rec's pool (kind its
@@ -585,6 +628,9 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 			return &rec, false, nil // idempotent retry
 		}
 		if err := cond.addTurn(kind, &rec, key, requestID, base.ContextID, by); err != nil {
+			return nil, false, err
+		}
+		if err := cond.waiting.refusal(ctx, &rec); err != nil {
 			return nil, false, err
 		}
 		if err := s.keepContext(ctx, kind, &rec, by, at); err != nil {

@@ -63,7 +63,36 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 	if poolNamed {
 		cond.pool = pool
 	}
-	return s.publishTurnIf(ctx, p, pool, env, of, origin, contextOwner, cond)
+	if s.opts.maxWaitingTurns > 0 {
+		cond.waiting = &waitBound{max: s.opts.maxWaitingTurns, unfinished: s.turnUnfinished}
+	}
+	acc, err := s.publishTurnIf(ctx, p, pool, env, of, origin, contextOwner, cond)
+	if errors.Is(err, ErrTooManyTurns) {
+		s.metrics.turnsRefused.WithLabelValues(acceptedProtocol(env)).Inc()
+	}
+	return acc, err
+}
+
+// turnUnfinished reports whether requestID, a turn its record lists, has
+// not ended (waitBound): it has no final frame stored (egress.Finished,
+// the frames' read every reader of a task's state makes) and its request
+// is stored in E2A_REQUESTS, or is not stored yet but was made by the
+// pipeline (a UUIDv7 id) within host.AwaitPublish: its publish may still
+// be under way, and the agent runtime will wait for it. A request no
+// longer stored (aged out, or never published: the agent runtime waits
+// for neither) has ended as far as the bound is concerned, so that a
+// record whose older turns aged out takes turns again.
+func (s *Server) turnUnfinished(ctx context.Context, requestID string) (bool, error) {
+	finished, err := s.egress.Finished(ctx, requestID)
+	if err != nil || finished {
+		return false, err
+	}
+	_, _, stored, err := s.egress.Stored(ctx, requestID)
+	if err != nil || stored {
+		return stored, err
+	}
+	at, ok := egress.RequestIDTime(requestID)
+	return ok && s.opts.now().Sub(at) < host.AwaitPublish, nil
 }
 
 // publishTurnIf is publishTurn; a turn of an existing record (of.Created
@@ -148,8 +177,8 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 // reports whether the turn was added. An id another principal's record
 // holds, or a record of another task of the caller's (one that lists
 // requests: turnCond.fresh), is ErrConflict for a chosen task; the
-// refusals publishTurnIf
-// names are returned as they are, any other failure is ErrBackpressure.
+// refusals publishTurnIf names and ErrTooManyTurns (turnCond.waiting)
+// are returned as they are, any other failure is ErrBackpressure.
 func (s *Server) recordTurn(ctx context.Context, p Principal, kind string, env *e2a.Envelope, of host.Turn, contextOwner string, chosenTask bool,
 	cond turnCond) (*TaskRecord, bool, error) {
 	base := TaskRecord{ID: of.Task.ID, ContextID: of.Task.ContextID, Protocol: of.Task.Protocol, Pool: of.Task.Pool, Principal: p.UserID}
@@ -173,7 +202,8 @@ func (s *Server) recordTurn(ctx context.Context, p Principal, kind string, env *
 	case chosenTask && errors.Is(err, ErrTaskNotFound):
 		return nil, false, ErrConflict // another principal's record holds the id
 	case errors.Is(err, context.Canceled), errors.Is(err, errRecordMoved), errors.Is(err, ErrTaskTerminal), errors.Is(err, ErrTaskNotFound),
-		errors.Is(err, ErrConflict), errors.Is(err, ErrBackpressure): // ErrBackpressure: appendPastMark's
+		errors.Is(err, ErrConflict), errors.Is(err, ErrTooManyTurns),
+		errors.Is(err, ErrBackpressure): // ErrBackpressure: appendPastMark's, the wait bound's
 		return nil, false, err
 	}
 	s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)

@@ -103,6 +103,7 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 		ingress.WithRegisterer(reg),
 		ingress.WithLogger(log),
 		ingress.WithAuth(auth),
+		ingress.WithMaxWaitingTurns(cfg.MaxWaitingTurns),
 	}
 	if cfg.Routes != "" {
 		routes, err := normalizer.ParseRoutes(cfg.Routes)

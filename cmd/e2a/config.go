@@ -155,6 +155,11 @@ type Config struct {
 	// MaxStreamsPerPrincipal bounds concurrent streams per principal per
 	// replica (0 = unbounded).
 	MaxStreamsPerPrincipal int `envconfig:"E2A_MAX_STREAMS_PER_PRINCIPAL" default:"0"`
+	// MaxWaitingTurns bounds the turns of one task or ACP session waiting
+	// behind its running turn (ingress.WithMaxWaitingTurns; its default,
+	// ingress.DefaultMaxWaitingTurns; 0 = unbounded): each holds its
+	// delivery in its pool's MaxAckPending.
+	MaxWaitingTurns int `envconfig:"E2A_MAX_WAITING_TURNS" default:"6"`
 
 	// AuthFailureLimit refused credentials from one client address within
 	// AuthFailureWindow throttle it (429, the credential unchecked) until
@@ -303,6 +308,7 @@ func (c Config) checkLimits() error {
 	}{
 		{"E2A_RATE_LIMIT_PER_MINUTE", int64(c.RateLimitPerMinute)}, {"E2A_RATE_LIMIT_PER_HOUR", int64(c.RateLimitPerHour)},
 		{"E2A_RATE_LIMIT_PER_DAY", int64(c.RateLimitPerDay)}, {"E2A_MAX_STREAMS_PER_PRINCIPAL", int64(c.MaxStreamsPerPrincipal)},
+		{"E2A_MAX_WAITING_TURNS", int64(c.MaxWaitingTurns)},
 		{"E2A_RATE_LIMIT_BYTES_PER_MINUTE", c.RateLimitBytesPerMinute}, {"E2A_RATE_LIMIT_BYTES_PER_HOUR", c.RateLimitBytesPerHour},
 		{"E2A_RATE_LIMIT_BYTES_PER_DAY", c.RateLimitBytesPerDay}, {"E2A_RATE_LIMIT_CANCELS_PER_MINUTE", int64(c.RateLimitCancelsPerMinute)},
 		{"E2A_UPSTREAM_CARD_REFRESH", int64(c.Upstream.CardRefresh)},

@@ -264,7 +264,7 @@ func TestBadValuesNameVariable(t *testing.T) {
 // and silently meant "off".
 func TestNegativeLimitsRefused(t *testing.T) {
 	for _, kv := range []string{"E2A_RATE_LIMIT_PER_MINUTE=-5", "E2A_MAX_STREAMS_PER_PRINCIPAL=-1", "E2A_UPSTREAM_CARD_REFRESH=-1m",
-		"E2A_RATE_LIMIT_BYTES_PER_DAY=-1", "E2A_RATE_LIMIT_CANCELS_PER_MINUTE=-1"} {
+		"E2A_RATE_LIMIT_BYTES_PER_DAY=-1", "E2A_RATE_LIMIT_CANCELS_PER_MINUTE=-1", "E2A_MAX_WAITING_TURNS=-1"} {
 		name, val, _ := strings.Cut(kv, "=")
 		t.Run(kv, func(t *testing.T) {
 			t.Setenv(name, val)
@@ -540,5 +540,24 @@ func TestConnConfigTagsRead(t *testing.T) {
 	}
 	if c.Name != "pod-1" || c.ReconnectWait != 250*time.Millisecond {
 		t.Errorf("ConnConfig %+v", c.ConnConfig)
+	}
+}
+
+// TestMaxWaitingTurnsFromEnv: E2A_MAX_WAITING_TURNS defaults to
+// ingress.DefaultMaxWaitingTurns, is read as given (0: unbounded), and a
+// negative value stops the command (TestNegativeLimitsRefused).
+func TestMaxWaitingTurnsFromEnv(t *testing.T) {
+	cfg, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxWaitingTurns != ingress.DefaultMaxWaitingTurns {
+		t.Errorf("default E2A_MAX_WAITING_TURNS %d, want ingress.DefaultMaxWaitingTurns (%d)", cfg.MaxWaitingTurns, ingress.DefaultMaxWaitingTurns)
+	}
+	for _, v := range []int{0, 12} {
+		t.Setenv("E2A_MAX_WAITING_TURNS", strconv.Itoa(v))
+		if cfg, err := LoadConfig(); err != nil || cfg.MaxWaitingTurns != v {
+			t.Errorf("E2A_MAX_WAITING_TURNS=%d: %d, %v", v, cfg.MaxWaitingTurns, err)
+		}
 	}
 }

@@ -165,7 +165,7 @@ func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, aut
 		}
 		opts = append(opts, ingress.WithRoutes(routes))
 	}
-	opts = append(opts, ingress.WithAuth(auth), ingress.WithExtendedCard(cfg.ExtendedCard))
+	opts = append(opts, ingress.WithAuth(auth), ingress.WithExtendedCard(cfg.ExtendedCard), ingress.WithMaxWaitingTurns(cfg.MaxWaitingTurns))
 	if !cfg.AcceptUnknownPools {
 		opts = append(opts, ingress.WithPoolCheck(0))
 	}

@@ -173,33 +173,34 @@ func (b *bindings) serve(w http.ResponseWriter, r *http.Request, head rpcHead, c
 }
 
 // send serves a SendMessage with next. A blocking one takes a stream slot
-// (handler.submit), and one refused for want of it (call.tooMany) is
+// (handler.submit), and one refused for want of it, or because its task
+// has as many turns waiting as the pipeline allows (call.tooMany), is
 // answered as every door answers it, 429 with Retry-After
-// (host.TooManyStreams), where the SDK's transports answer the handler's
-// error as an internal one: the refusal is written at the SDK's first
-// write, which is discarded.
+// (host.TooManyStreams, host.TooManyTurns), where the SDK's transports
+// answer the handler's error as an internal one: the refusal is written
+// at the SDK's first write, which is discarded.
 func (b *bindings) send(w http.ResponseWriter, r *http.Request, id json.RawMessage, rest bool, next http.Handler) {
 	c, ok := callFrom(r.Context())
 	if !ok {
 		next.ServeHTTP(w, r)
 		return
 	}
-	c.tooMany = new(bool)
+	c.tooMany = new(host.Refusal)
 	sw := &sendWriter{ResponseWriter: w, tooMany: c.tooMany, refuse: func() {
 		if rest {
-			refuseTooMany(w, nil, restRefuse)
+			refuseTooMany(w, nil, *c.tooMany, restRefuse)
 		} else {
-			refuseTooMany(w, id, refuseRPC)
+			refuseTooMany(w, id, *c.tooMany, refuseRPC)
 		}
 	}}
 	next.ServeHTTP(sw, r.WithContext(withCall(r.Context(), c)))
 }
 
 // sendWriter is bindings.send's writer: the SDK's answer, or, once the
-// handler refused the call for want of a stream slot, the refusal alone.
+// handler refused the call (call.tooMany), the refusal alone.
 type sendWriter struct {
 	http.ResponseWriter
-	tooMany *bool
+	tooMany *host.Refusal
 	refuse  func()
 	refused bool
 }
@@ -207,7 +208,7 @@ type sendWriter struct {
 // refusing writes the refusal at the first write of a refused call, and
 // reports whether the call was refused.
 func (w *sendWriter) refusing() bool {
-	if !w.refused && *w.tooMany {
+	if !w.refused && w.tooMany.Status != 0 {
 		w.refused = true
 		w.refuse()
 	}
@@ -255,7 +256,7 @@ func (b *bindings) holdSlot(w http.ResponseWriter, r *http.Request, id json.RawM
 	c, _ := callFrom(r.Context())
 	release, ok := c.c.AcquireStream()
 	if !ok {
-		refuseTooMany(w, id, refuse)
+		refuseTooMany(w, id, host.TooManyStreams, refuse)
 		return
 	}
 	defer release()
@@ -401,10 +402,10 @@ func typedDetails(f host.Refusal) any {
 	return out
 }
 
-// refuseTooMany answers host.TooManyStreams with refuse (the call's id in a
-// JSON-RPC answer), its wait rendered from the refusal as any refusal's.
-func refuseTooMany(w http.ResponseWriter, id json.RawMessage, refuse host.Refuse) {
-	f := host.TooManyStreams
+// refuseTooMany answers f (host.TooManyStreams, host.TooManyTurns) with
+// refuse (the call's id in a JSON-RPC answer), its wait rendered from the
+// refusal as any refusal's.
+func refuseTooMany(w http.ResponseWriter, id json.RawMessage, f host.Refusal, refuse host.Refuse) {
 	if id != nil {
 		f.Data = typedDetails(f)
 		writeRefusal(w, id, f)
@@ -606,11 +607,11 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 		// and only the stream answered the error.
 		err = sdkError(err)
 	}
-	if errors.Is(err, errTooManyStreams) {
+	if f, ok := tooManyRefusal(err); ok {
 		if rest {
-			refuseTooMany(w, nil, restRefuse)
+			refuseTooMany(w, nil, f, restRefuse)
 		} else {
-			refuseTooMany(w, id, refuseRPC)
+			refuseTooMany(w, id, f, refuseRPC)
 		}
 		return
 	}

@@ -75,10 +75,11 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 				return nil, err
 			}
 			resp, err := next(srv, ctx, checkedDecoder(ctx, dec), intercept)
-			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && *c.tooMany {
+			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && c.tooMany.Status != 0 {
 				// A blocking SendMessage refused for want of a stream
-				// slot: as every door answers it.
-				return nil, gateStatus(host.TooManyStreams)
+				// slot, or a message to a task with as many turns
+				// waiting as allowed: as every door answers it.
+				return nil, gateStatus(*c.tooMany)
 			}
 			if l, ok := resp.(*a2apb.ListTaskPushNotificationConfigsResponse); ok && err == nil {
 				// The next page's token, which the SDK's conversion drops
@@ -106,10 +107,11 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 				return err
 			}
 			err = cutSlow(g.writeTimeout, srv, next, &ctxStream{ServerStream: ss, ctx: ctx, one: one})
-			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && *c.tooMany {
-				// Refused for want of a stream slot: as every door answers
-				// it (the SDK's transport says internal error).
-				return gateStatus(host.TooManyStreams)
+			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && c.tooMany.Status != 0 {
+				// Refused for want of a stream slot, or for the turns its
+				// task has waiting: as every door answers it (the SDK's
+				// transport says internal error).
+				return gateStatus(*c.tooMany)
 			}
 			return specStatus(unavailableStatus(err))
 		}
@@ -396,7 +398,7 @@ func (b *bindings) admitGRPC(ctx context.Context) (context.Context, error) {
 	}
 	echoGRPCExtensions(ctx, header) // the extensions the call activates (A2A §3.2.5)
 	return withCall(ctx, call{header: header, agent: header.Get(GRPCAgentMetadata),
-		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error), tooMany: new(bool),
+		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error), tooMany: new(host.Refusal),
 		protoTenant: new(string), nextPageToken: new(string)}), nil
 }
 

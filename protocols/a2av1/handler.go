@@ -75,11 +75,14 @@ type call struct {
 	// transport opened the stream (holdSlot), and gives it back when the
 	// call ends; the handler takes none.
 	slotHeld bool
-	// tooMany, when set, is set by the handler when it refuses the call
-	// for want of a stream slot, which the SDK's transports would answer
-	// as an internal error: the gRPC binding answers RESOURCE_EXHAUSTED,
-	// the HTTP bindings a blocking SendMessage's 429 (bindings.send).
-	tooMany *bool
+	// tooMany, when set, is set by the handler to the refusal it refuses
+	// the call with for want of a stream slot (host.TooManyStreams) or
+	// because the task has as many turns waiting as the pipeline allows
+	// (host.TooManyTurns), which the SDK's transports would answer as an
+	// internal error: the gRPC binding answers RESOURCE_EXHAUSTED, the
+	// HTTP bindings a SendMessage's 429 (bindings.send). Its zero value
+	// (no Status): not refused.
+	tooMany *host.Refusal
 	// protoTenant, for a gRPC call, is the tenant of its CancelTask or
 	// SubscribeToTask request, which the SDK's conversion drops.
 	protoTenant *string
@@ -221,6 +224,9 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	if errors.Is(err, host.ErrTooManyStreams) {
 		c.refusedSlot()
 		return nil, p, errTooManyStreams
+	} else if errors.Is(err, host.ErrTooManyTurns) {
+		c.refused(host.TooManyTurns)
+		return nil, p, errTooManyTurns
 	} else if err != nil {
 		return nil, p, sdkError(err)
 	}
@@ -383,14 +389,34 @@ func (h *handler) stream(ctx context.Context) (func(), bool) {
 
 // refusedSlot notes that the call was refused for want of a stream slot
 // (call.tooMany).
-func (c call) refusedSlot() {
+func (c call) refusedSlot() { c.refused(host.TooManyStreams) }
+
+// refused notes that the call was refused with f (call.tooMany).
+func (c call) refused(f host.Refusal) {
 	if c.tooMany != nil {
-		*c.tooMany = true
+		*c.tooMany = f
 	}
 }
 
 // errTooManyStreams refuses a stream when the caller's slots are taken.
 var errTooManyStreams = fmt.Errorf("%w: too many open streams", a2a.ErrServerError)
+
+// errTooManyTurns refuses a message to a task that has as many turns
+// waiting as the pipeline allows (host.ErrTooManyTurns).
+var errTooManyTurns = fmt.Errorf("%w: too many turns of this task waiting", a2a.ErrServerError)
+
+// tooManyRefusal is the refusal a SendMessage's err stands for, answered
+// before a stream opens as every door answers it: host.TooManyStreams
+// (errTooManyStreams) or host.TooManyTurns (errTooManyTurns).
+func tooManyRefusal(err error) (host.Refusal, bool) {
+	switch {
+	case errors.Is(err, errTooManyStreams):
+		return host.TooManyStreams, true
+	case errors.Is(err, errTooManyTurns):
+		return host.TooManyTurns, true
+	}
+	return host.Refusal{}, false
+}
 
 func errSeq(err error) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) { yield(nil, err) }

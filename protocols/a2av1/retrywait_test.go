@@ -40,9 +40,9 @@ func renderedWaits(t *testing.T, f host.Refusal) map[string]string {
 
 	for name, write := range map[string]func(http.ResponseWriter){
 		"v1.0 JSON-RPC":         func(w http.ResponseWriter) { refuseRPC(w, f) },
-		"v1.0 JSON-RPC with id": func(w http.ResponseWriter) { refuseTooMany(w, json.RawMessage(`7`), refuseRPC) },
+		"v1.0 JSON-RPC with id": func(w http.ResponseWriter) { refuseTooMany(w, json.RawMessage(`7`), f, refuseRPC) },
 	} {
-		if name == "v1.0 JSON-RPC with id" && f.Code != host.TooManyStreams.Code {
+		if name == "v1.0 JSON-RPC with id" && f.Code != host.TooManyStreams.Code && f.Code != host.TooManyTurns.Code {
 			continue
 		}
 		w = httptest.NewRecorder()
@@ -117,4 +117,12 @@ func TestRefusalWaitSameSecondsEveryBinding(t *testing.T) {
 // had none).
 func TestTooManyStreamsCarriesItsWait(t *testing.T) {
 	checkWaits(t, host.TooManyStreams, "1")
+}
+
+// TestTooManyTurnsCarriesItsWait: host.TooManyTurns, the refusal of a
+// message to a task with as many turns waiting as allowed, is rendered as
+// host.TooManyStreams is: a Retry-After and RetryInfo of 1 s on every
+// binding.
+func TestTooManyTurnsCarriesItsWait(t *testing.T) {
+	checkWaits(t, host.TooManyTurns, "1")
 }

@@ -33,7 +33,8 @@ func Routes(h host.Host) []host.Route {
 // conflict (the request id, task_id or session_id is another principal's:
 // nothing of it is revealed), 409 task_terminal (the task_id names an A2A
 // task that has finished), 413 body_too_large, 429 (rate limit, stream
-// slots), 503 unavailable (retryable); nothing is published on any of
+// slots; too_many_turns: the task_id or session_id has as many turns
+// waiting behind its running one as E2A_MAX_WAITING_TURNS allows), 503 unavailable (retryable); nothing is published on any of
 // them.
 //
 // A request with a task_id is a turn of that task, whichever protocol
@@ -170,6 +171,8 @@ func refuseSubmit(w http.ResponseWriter, err error, turn *host.Turn) {
 		refuseTurn(w, err, field)
 	case errors.Is(err, host.ErrTooManyStreams):
 		Refuse(w, host.TooManyStreams) // its own wait
+	case errors.Is(err, host.ErrTooManyTurns):
+		Refuse(w, host.TooManyTurns)
 	case errors.Is(err, host.ErrTurnConflict):
 		WriteError(w, http.StatusConflict, CodeConflict, egress.ClientMessage(err), false)
 	case errors.Is(err, host.ErrContextConflict):

@@ -36,7 +36,8 @@ func Links(requestID string) map[string]string {
 }
 
 // Error codes of a refused POST /v1/requests (besides the gate's:
-// unauthenticated, forbidden, rate_limited, too_many_streams).
+// unauthenticated, forbidden, rate_limited, too_many_streams; and the
+// host's too_many_turns, host.TooManyTurns).
 const (
 	CodeInvalidRequest   = "invalid_request"
 	CodeInvalidRequestID = "invalid_request_id"

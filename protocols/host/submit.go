@@ -34,6 +34,19 @@ var TooManyStreams = Refusal{Status: http.StatusTooManyRequests, Code: "too_many
 	Message: "too many concurrent streams for this principal", Retryable: true, RPCCode: jsonrpc.CodeRateLimited,
 	RetryAfter: time.Second}
 
+// ErrTooManyTurns: the task or ACP session the turn continues has as many
+// turns waiting behind its running turn as the pipeline allows
+// (E2A_MAX_WAITING_TURNS); nothing was published. Answer it with
+// [TooManyTurns]: retryable once the running turn ends.
+var ErrTooManyTurns = errors.New("host: too many turns of this task or session are waiting")
+
+// TooManyTurns is the refusal of [ErrTooManyTurns]: 429, retryable,
+// JSON-RPC -32029 (rate limited), to be retried after a second, rendered
+// by each protocol as [TooManyStreams] is.
+var TooManyTurns = Refusal{Status: http.StatusTooManyRequests, Code: "too_many_turns",
+	Message: "too many turns of this task or session are waiting for its running turn; send this one again once it has ended", Retryable: true,
+	RPCCode: jsonrpc.CodeRateLimited, RetryAfter: time.Second}
+
 // Submission is a normalized request a front door hands the host, and
 // what the host does around its publish.
 type Submission struct {
@@ -74,7 +87,7 @@ type Submitter interface {
 	// then records the turn (Turn) and publishes the envelope to the pool,
 	// in that order; the ownership rule applies to a duplicate. Call Done
 	// on the result when the answer ends. Its errors match
-	// [ErrTooManyStreams], [ErrInvalidPool], [ErrUnknownPool],
+	// [ErrTooManyStreams], [ErrTooManyTurns], [ErrInvalidPool], [ErrUnknownPool],
 	// [ErrConflict], [ErrTooLarge] or [ErrBackpressure], or are Before's or
 	// the context's; on error nothing was published, nothing is held and
 	// Before's undo has run.
@@ -155,7 +168,8 @@ func ReplySubmitted(rep Reply, s *Submitted, err error) bool {
 // stdio a cancelled call answers -32800 itself), -32602 for an invalid or
 // unknown pool and for an id or context in use (a conflict that says
 // nothing of the other's), 413 for a request too large, -32004 for a task
-// in a terminal state, 429 with Retry-After for the stream slots, and 503
+// in a terminal state, 429 with Retry-After for the stream slots and the
+// turns waiting on a task or session (-32029), and 503
 // with Retry-After (retry later) for the rest.
 func AnswerSubmitError(rep Reply, err error) {
 	switch {
@@ -176,6 +190,8 @@ func AnswerSubmitError(rep Reply, err error) {
 			Data: map[string]any{"conflict": true, "retryable": false}})
 	case errors.Is(err, ErrTooManyStreams):
 		rep.Refuse(TooManyStreams)
+	case errors.Is(err, ErrTooManyTurns):
+		rep.Refuse(TooManyTurns)
 	default:
 		rep.Refuse(Refusal{Status: http.StatusServiceUnavailable, RPCCode: jsonrpc.CodeInternalError,
 			Message: "the pipeline could not accept the request; retry later", Data: map[string]any{"retryable": true},
