@@ -640,10 +640,8 @@ func (c caller) Record(ctx context.Context, id string, session bool) (*host.Task
 // max requests (TaskStore.listTasks).
 func (c caller) ListTasks(ctx context.Context, max int, keep func(*host.ListedTask) bool) ([]*host.ListedTask, error) {
 	var out []*host.ListedTask
-	_, err := c.s.opts.tasks.listTasks(ctx, max, func(r *TaskRecord) bool {
-		if !c.p.Tenant().Allows(tenant.Read, r.Principal) {
-			return false
-		}
+	owns := func(r *TaskRecord) bool { return c.p.Tenant().Allows(tenant.Read, r.Principal) }
+	_, err := c.s.opts.tasks.listTasks(ctx, max, owns, func(r *TaskRecord) bool {
 		t := &host.ListedTask{Task: host.Task{Session: c.p.session(r), ContextID: r.ContextID}, Updated: r.Updated}
 		if keep(t) {
 			out = append(out, t)

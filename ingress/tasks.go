@@ -1171,18 +1171,22 @@ func firstTurnRecord(m streams.RawMsg) (rec *TaskRecord, ok bool) {
 // listTasks is list for the task records and the tasks that have none
 // yet: those of the newest max requests of E2A_REQUESTS that created a
 // task (firstTurnRecord) whose record the listing did not read, read once
-// per replica (firstTurns). keep is called once per task. A first turn
-// the replica read that has aged out of E2A_REQUESTS since is listed as
-// long as GetTask finds it (firstTurn, as Get reads it: agedFirstTurn, a
-// frame of it in E2A_RESPONSES and its request in the history), and
-// forgotten once it does not (a listing with E2A_REQUESTS empty reads the
-// ones held). A replica that did not read it before it aged out (one
-// started since) does not list it: the history is looked up by id only.
-func (s *TaskStore) listTasks(ctx context.Context, max int, keep func(*TaskRecord) bool) ([]*TaskRecord, error) {
+// per replica (firstTurns). keep is called once per task that owns
+// accepts (the caller may read it: a pure test of the record, made
+// first). A first turn the replica read that has aged out of E2A_REQUESTS
+// since is listed as long as GetTask finds it (firstTurn, as Get reads
+// it: agedFirstTurn, a frame of it in E2A_RESPONSES and its request in
+// the history), and forgotten once it does not (a listing with
+// E2A_REQUESTS empty reads the ones held): looked up only when owns
+// accepts it, so a listing costs no reads of another principal's aged
+// tasks, nor their lookups in the history's per-principal budget. A
+// replica that did not read it before it aged out (one started since)
+// does not list it: the history is looked up by id only.
+func (s *TaskStore) listTasks(ctx context.Context, max int, owns, keep func(*TaskRecord) bool) ([]*TaskRecord, error) {
 	seen := map[string]bool{}
 	out, err := s.list(ctx, KindTask, max, func(r *TaskRecord) bool {
 		seen[r.ID] = true
-		return keep(r)
+		return owns(r) && keep(r)
 	})
 	if err != nil {
 		return nil, err
@@ -1209,6 +1213,9 @@ func (s *TaskStore) listTasks(ctx context.Context, max int, keep func(*TaskRecor
 			continue
 		}
 		seen[rec.ID] = true
+		if !owns(rec) {
+			continue
+		}
 		if s.turns.aged(firsts[i], s.now()) {
 			if _, err := s.firstTurn(ctx, rec.ID); errors.Is(err, ErrTaskNotFound) {
 				s.turns.forget(firsts[i].seq)

@@ -79,7 +79,7 @@ func BenchmarkListTasks(b *testing.B) {
 	testkit.Receive(b, js.PublishAsyncComplete(), 30*time.Second, "publishes not acknowledged")
 	list := func() {
 		got := 0
-		if _, err := ts.listTasks(ctx, n, func(r *TaskRecord) bool {
+		if _, err := ts.listTasks(ctx, n, anyOwner, func(r *TaskRecord) bool {
 			if r.Principal == "alice" {
 				got++
 			}
@@ -137,7 +137,7 @@ func TestFirstTurnsCache(t *testing.T) {
 	list := func(window int) []string {
 		t.Helper()
 		var ids []string
-		if _, err := ts.listTasks(ctx, window, func(r *TaskRecord) bool {
+		if _, err := ts.listTasks(ctx, window, anyOwner, func(r *TaskRecord) bool {
 			ids = append(ids, r.ID+"/"+r.Principal+"/"+r.Protocol)
 			return false
 		}); err != nil {
@@ -214,7 +214,7 @@ func TestFirstTurnsConcurrent(t *testing.T) {
 	for range 8 {
 		go func() {
 			seen := map[string]int{}
-			_, err := ts.listTasks(ctx, 1000, func(r *TaskRecord) bool { seen[r.ID]++; return false })
+			_, err := ts.listTasks(ctx, 1000, anyOwner, func(r *TaskRecord) bool { seen[r.ID]++; return false })
 			if err == nil && len(seen) != n {
 				err = fmt.Errorf("listed %d tasks, want %d", len(seen), n)
 			}
