@@ -53,6 +53,38 @@ func (s *TaskStore) keepContext(ctx context.Context, kind string, rec *TaskRecor
 	return nil
 }
 
+// keepClaim writes the claim of the A2A context contextID again, as it
+// is (Updated now), when it was last written after ago or longer: the
+// claim of a one-turn task's context, which no record keeps
+// (keepContext), while the task's turn runs (Server.keepRecord). A
+// compare-and-set on the revision read: a claim that is gone (expired,
+// taken back: dropContext) is not made again, and one written meanwhile
+// is left to that write.
+func (s *TaskStore) keepClaim(ctx context.Context, contextID string, after time.Duration) error {
+	key, err := taskKey(KindContext, contextID)
+	if err != nil {
+		return nil
+	}
+	e, err := s.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	now := s.now()
+	if now.Sub(e.Created()) < after {
+		return nil
+	}
+	rec, err := decodeRecord(key, e.Value())
+	if err != nil {
+		return err
+	}
+	rec.Updated = e2a.FormatTime(now)
+	_, err = s.update(ctx, key, rec, e.Revision())
+	return err
+}
+
 // dropContext takes back the claim of the A2A context contextID that
 // claimContext made at revision rev, unless written again since (a
 // compare-and-purge on rev: the claim and its revisions go, one purge

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -40,6 +41,23 @@ import (
 // (neither its request nor a frame: it ended unseen, or aged out silent); a
 // turn running when its replica stops is kept no more (docs/operations.md,
 // "Long-running requests").
+//
+// What a task's turn needs past its end lives in E2A_TASKS and E2A_PUSH
+// under the same TTL, and is kept at the same looks (keepAlongside), while
+// the turn is found running: the task's push configs and their delivery
+// cursors (push.Store.Keep: before, a turn longer than TasksTTL lost
+// them, and its final status was delivered to nobody), and for a task of
+// one turn, which has no record (its request stands for it), the claim
+// of its A2A context (keepClaim: before, it expired while the turn ran,
+// and another principal could then take the context). Each key is
+// written again, as it is, when it was last written a quarter of
+// TasksTTL ago or longer, by a compare-and-set on the revision read:
+// nothing is created, and a key deleted meanwhile (a config the user
+// deleted) stays deleted. They are so never older than half of TasksTTL
+// (and half a minute) while the turn runs, and live at least half of it
+// past its end. A one-turn task is kept only when there is something to
+// keep (a push store, or a context claim: authentication on): its look a
+// minute after the publish costs the reads of a turn's look.
 
 // recordKeeper is the set of turns the server keeps the records of, and
 // whether its goroutine runs (Server.keepRecords).
@@ -49,16 +67,22 @@ type recordKeeper struct {
 	running bool
 }
 
-// keptTurn is a turn requestID of the record kind/id.
+// keptTurn is a turn requestID of the record kind/id; kind "" for the
+// turn of a task of one turn, id, which has no record.
 type keptTurn struct{ kind, id, requestID string }
 
 // keptState is when a kept turn is looked at next, the wait before that
-// (doubled at each look, up to the renewal period) and the turn's
-// author, whose write refreshes the context's claim (keepContext).
+// (doubled at each look, up to the renewal period), the turn's author,
+// whose write refreshes the context's claim (keepContext), and what is
+// kept alongside the record (keepAlongside): the context whose claim is
+// kept (a one-turn task's: a record's keeps its own) and the principals
+// whose push configs of the task are kept.
 type keptState struct {
-	by   tenant.Principal
-	next time.Time
-	wait time.Duration
+	by        tenant.Principal
+	next      time.Time
+	wait      time.Duration
+	contextID string
+	pushTo    []string
 }
 
 // keepTimeout bounds the reads and the write of one turn's renewal.
@@ -73,12 +97,22 @@ const keepTimeout = 10 * time.Second
 // long turn.
 const keepFirstLook = time.Minute
 
-// keepRecord has the record kind/id kept while its turn requestID, which
-// by published, runs (see above). Nothing when records never expire, or
-// without egress (which tells a turn's end).
-func (s *Server) keepRecord(kind, id, requestID string, by tenant.Principal) {
+// keepRecord has the record of turn kept while the turn, which st.by
+// published, runs, and with it what st names (see above). Nothing when
+// records never expire, without egress (which tells a turn's end), or
+// for a one-turn task with nothing to keep.
+func (s *Server) keepRecord(turn keptTurn, st keptState) {
 	every := s.opts.tasks.renewEvery()
 	if every <= 0 || s.egress == nil {
+		return
+	}
+	if st.by.Open {
+		st.contextID = "" // no claims are made
+	}
+	if s.opts.push == nil {
+		st.pushTo = nil
+	}
+	if turn.kind == "" && st.contextID == "" && len(st.pushTo) == 0 {
 		return
 	}
 	tick := min(every, keepFirstLook)
@@ -88,7 +122,8 @@ func (s *Server) keepRecord(kind, id, requestID string, by tenant.Principal) {
 	if k.turns == nil {
 		k.turns = map[keptTurn]keptState{}
 	}
-	k.turns[keptTurn{kind, id, requestID}] = keptState{by: by, next: time.Now().Add(tick), wait: tick}
+	st.next, st.wait = time.Now().Add(tick), tick
+	k.turns[turn] = st
 	if !k.running {
 		k.running = true
 		go s.keepRecords(every, tick)
@@ -138,9 +173,7 @@ func (s *Server) keepRound(every, tick time.Duration) bool {
 	k.mu.Unlock()
 	for turn, st := range due {
 		ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
-		keep, err := s.opts.tasks.renew(ctx, turn.kind, turn.id, turn.requestID, st.by, every, func(ctx context.Context) (bool, error) {
-			return s.turnRunning(ctx, turn.requestID)
-		})
+		keep, err := s.keepTurn(ctx, turn, st, every)
 		cancel()
 		if err != nil {
 			s.opts.log.Warn("cannot renew the task index record of a running turn", "kind", turn.kind, "task_id", turn.id, "request_id", turn.requestID, "err", err)
@@ -160,6 +193,49 @@ func (s *Server) keepRound(every, tick time.Duration) bool {
 		k.mu.Unlock()
 	}
 	return true
+}
+
+// keepTurn is one look at turn (keepRound's): its record renewed
+// (TaskStore.renew; a one-turn task has none), and while it runs what st
+// keeps alongside it. keep is whether to look at it again.
+func (s *Server) keepTurn(ctx context.Context, turn keptTurn, st keptState, every time.Duration) (keep bool, err error) {
+	running := func(ctx context.Context) (bool, error) {
+		run, err := s.turnRunning(ctx, turn.requestID)
+		if err != nil || !run {
+			return run, err
+		}
+		return true, s.keepAlongside(ctx, turn, st, every)
+	}
+	if turn.kind != "" {
+		return s.opts.tasks.renew(ctx, turn.kind, turn.id, turn.requestID, st.by, every, running)
+	}
+	keep, err = running(ctx)
+	return keep || err != nil, err
+}
+
+// keepAlongside writes again what st keeps beside turn's record, each key
+// last written after ago or longer, never one that is gone: the claim of
+// st.contextID (TaskStore.keepClaim) and the push configs of st.pushTo's
+// (push.Store.Keep).
+func (s *Server) keepAlongside(ctx context.Context, turn keptTurn, st keptState, after time.Duration) error {
+	var errs []error
+	if st.contextID != "" {
+		errs = append(errs, s.opts.tasks.keepClaim(ctx, st.contextID, after))
+	}
+	for _, p := range st.pushTo {
+		errs = append(errs, s.opts.push.Keep(ctx, p, turn.id, after))
+	}
+	return errors.Join(errs...)
+}
+
+// turnPrincipals are the principals whose push configs follow the turn
+// env of a task whose conversation owner is owner (the push stage's:
+// the envelope's user, and the owner when another's).
+func turnPrincipals(env *e2a.Envelope, owner string) []string {
+	if owner == "" || owner == env.UserID {
+		return []string{env.UserID}
+	}
+	return []string{env.UserID, owner}
 }
 
 // turnRunning reports whether the turn requestID may still run: no final

@@ -12,6 +12,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/pushtest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -32,13 +33,22 @@ import (
 // and the owner still reads the task running (submitted: A1 wrote no
 // frame), lists it, queues a next
 // message after the running turn and cancels it; the replica then keeps
-// the ended turns no more.
+// the ended turns no more. The task's push config, made before A1, is
+// kept with its record (A1 writes no frame, at which the push stage would
+// write it again): listed after twice the TTL.
 func TestRunningTurnKeepsItsTask(t *testing.T) {
 	const ttl = 4 * time.Second
 	cfg := natstest.Config()
 	cfg.TasksTTL = ttl
 	_, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
-	pp, g, c, ctx, task := gatedInputTask(t, pipetest.WithConn(nc))
+	makePushBucket(t, nc, cfg)
+	pp, g, c, ctx, task := gatedInputTask(t, pipetest.WithConn(nc), pipetest.WithPush("127.0.0.1"))
+	// A push config made before A1, whose turn writes no frame: the push
+	// stage does not write it again.
+	r := pushtest.NewReceiver(t)
+	if _, err := c.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: "v1", URL: r.URL + "/v1"}); err != nil {
+		t.Fatalf("CreateTaskPushConfig: %v", err)
+	}
 	kv, err := pp.JS.KeyValue(ctx, streams.TasksBucket)
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +94,10 @@ func TestRunningTurnKeepsItsTask(t *testing.T) {
 	list, err := c.ListTasks(ctx, &a2a.ListTasksRequest{})
 	if err != nil || !slices.ContainsFunc(list.Tasks, func(l *a2a.Task) bool { return l.ID == task.ID && l.Status.State == a2a.TaskStateSubmitted }) {
 		t.Errorf("ListTasks: %+v %v, want the task submitted", list, err)
+	}
+	configs, err := c.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task.ID})
+	if err != nil || !slices.ContainsFunc(configs, func(c *a2a.PushConfig) bool { return c.ID == "v1" }) {
+		t.Errorf("the task's push configs %v after its append, A1 running: %+v %v, want v1 (made before A1)", time.Since(appended), configs, err)
 	}
 	accepted(t, sendAnswer(ctx, c, task, "A2", true), "A2")
 	e, err := kv.Get(ctx, "task."+tok)

@@ -119,7 +119,12 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		// request naming it as its task_id, at the same moment) hid the
 		// new task from its owner, both accepted.
 		if origin != idChosen {
-			return s.publishTimed(ctx, p, pool, env, nil, origin, contextOwner)
+			acc, err := s.publishTimed(ctx, p, pool, env, nil, origin, contextOwner)
+			if err == nil {
+				s.keepRecord(keptTurn{id: of.Task.ID, requestID: env.RequestID},
+					keptState{by: p.Tenant(), contextID: of.Task.ContextID, pushTo: turnPrincipals(env, contextOwner)})
+			}
+			return acc, err
 		}
 		chosenTask = true
 	}
@@ -150,7 +155,11 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 	}
 	acc, err := s.publishTimed(ctx, p, pool, env, turnsBefore(rec, env.RequestID), origin, owner)
 	if err == nil {
-		s.keepRecord(kind, of.Task.ID, env.RequestID, p.Tenant())
+		st := keptState{by: p.Tenant()}
+		if kind == KindTask {
+			st.pushTo = turnPrincipals(env, owner)
+		}
+		s.keepRecord(keptTurn{kind, of.Task.ID, env.RequestID}, st)
 	}
 	if err == nil && cancelled {
 		// And after it, for a worker started between the two, which proves

@@ -12,7 +12,8 @@
 // is ErrNotFound, like one that does not exist (the A2A layers answer it
 // with TaskNotFoundError's code and [NotFoundMessage], which names the
 // config, not the task). Keys expire with the
-// tasks (the bucket's TTL is streams.Config.TasksTTL). Limits: configs
+// tasks (the bucket's TTL is streams.Config.TasksTTL; [Store.Keep] writes
+// a task's again while a turn of it runs). Limits: configs
 // per task (WithMaxPerTask) and tasks with configs per principal
 // (WithMaxTasksPerPrincipal, counted across replicas by a compare-and-set
 // of the principal's "slots.<principal>" key: creates racing on any

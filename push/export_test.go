@@ -252,3 +252,9 @@ func ParkMessage(ctx context.Context, nc *nats.Conn, principal, taskID, configID
 	cur, _, err := readCursor(ctx, s.kv, ref.cursorKey())
 	return cur.parked(), cur.Settle != 0, err
 }
+
+// CursorKey is the key of the delivery cursor of principal's config id
+// of task taskID in E2A_PUSH.
+func CursorKey(principal, taskID, id string) string {
+	return configRef{principal, taskID, id}.cursorKey()
+}

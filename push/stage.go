@@ -488,7 +488,9 @@ func (s *stage) configsOf(ctx context.Context, r *request) ([]heldConfigs, error
 // a turn of the task starts (its first response message): the key's age
 // in E2A_PUSH (streams.Config.TasksTTL) starts again, as the task
 // record's does with each turn, so a config lives as long as its task.
-// Cursors need nothing: each delivery writes its config's. A change made
+// Cursors need nothing: each delivery writes its config's. (While a turn
+// runs longer, the replica that published it writes both again:
+// Store.Keep.) A change made
 // meanwhile (a create, a delete) wrote the key itself, and a failure
 // only leaves the age as it was: neither is an error.
 func (s *stage) keepConfigs(ctx context.Context, key string, tc taskConfigs, rev uint64) {

@@ -1,0 +1,152 @@
+package ingress_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/pushtest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// TestRunningTurnKeepsItsContextAndPushConfigs: the replica that
+// publishes a turn writes its task's record again while the turn runs
+// (TestRunningTurnKeepsItsTask), and what lives beside the record under
+// the same TTL (E2A_TASKS_TTL, 4 s here) expired meanwhile: the task's
+// push configs in E2A_PUSH (the push stage writes them at the first
+// message of a turn only), so the final status of a turn longer than the
+// TTL was delivered to nobody, and the claim of a one-turn task's A2A
+// context (a task of one turn has no record to keep it), so that another
+// principal could take alice's context once her turn had run that long.
+// Alice's one-turn task runs here for twice the TTL, her v1.0 push config
+// made on it: both keys are written again, each within the TTL of its
+// write before; bob's message in her context is then refused, she still
+// lists her config, and her webhook gets the task completed once the
+// turn ends; the replica then keeps the turn no more.
+func TestRunningTurnKeepsItsContextAndPushConfigs(t *testing.T) {
+	const ttl = 4 * time.Second
+	const aliceKey, bobKey = "ak_keep_alice_0123456789", "ak_keep_bob_00123456789"
+	cfg := natstest.Config()
+	cfg.TasksTTL = ttl
+	_, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
+	makePushBucket(t, nc, cfg)
+	pp := pipetest.Start(t, pipetest.WithConn(nc), pipetest.WithPush("127.0.0.1"),
+		pipetest.WithIngress(ingress.WithAuth(pipetest.KeyAuth(t, map[string]string{"alice": aliceKey, "bob": bobKey}, nil))))
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	pp.Pool("demo", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := w.Chunk(e2a.DeltaText, "thinking"); err != nil {
+			return err
+		}
+		if err := w.Sync(); err != nil {
+			return err
+		}
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return w.Chunk(e2a.DeltaText, " done")
+	}))
+	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	alice, bob := keyClient(t, p, a2a.TransportProtocolJSONRPC, aliceKey), keyClient(t, p, a2a.TransportProtocolJSONRPC, bobKey)
+	req := userMessage("hello")
+	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+	res, err := alice.SendMessage(ctx, req)
+	task, ok := res.(*a2a.Task)
+	if err != nil || !ok || task.ContextID == "" {
+		t.Fatalf("alice's SendMessage: %T %+v %v", res, res, err)
+	}
+	testkit.Receive(t, started, 20*time.Second, "alice's turn to start")
+	r := pushtest.NewReceiver(t)
+	if _, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: "v1", URL: r.URL + "/v1", Token: "tok-v1"}); err != nil {
+		t.Fatalf("CreateTaskPushConfig: %v", err)
+	}
+	claims := kvWatch(t, ctx, pp.JS, streams.TasksBucket, "context.>")
+	configs := kvWatch(t, ctx, pp.JS, streams.PushBucket, "cfg.>")
+	// Both keys' writes for twice the TTL, each within the TTL of the one
+	// before (the watches start with the keys' current values).
+	var claimAt, configAt, from time.Time
+	for claimAt.IsZero() || configAt.IsZero() || claimAt.Sub(from) < 2*ttl || configAt.Sub(from) < 2*ttl {
+		wait := ttl
+		if !claimAt.IsZero() && !configAt.IsZero() {
+			oldest := claimAt
+			if configAt.Before(oldest) {
+				oldest = configAt
+			}
+			wait = time.Until(oldest.Add(ttl))
+		}
+		select {
+		case e := <-claims.Updates():
+			if e != nil {
+				claimAt = e.Created()
+			}
+		case e := <-configs.Updates():
+			if e != nil {
+				configAt = e.Created()
+			}
+		case <-time.After(wait):
+			t.Fatalf("alice's turn running %v: her context's claim last written %v ago, her push config %v ago, the TTL %v: expired",
+				time.Since(from).Round(time.Millisecond), time.Since(claimAt).Round(time.Millisecond), time.Since(configAt).Round(time.Millisecond), ttl)
+		}
+		if from.IsZero() && !claimAt.IsZero() && !configAt.IsZero() {
+			from = time.Now()
+		}
+	}
+	in := userMessage("mine now")
+	in.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+	in.Message.ContextID = task.ContextID
+	if res, err := bob.SendMessage(ctx, in); err == nil {
+		t.Errorf("bob's message in alice's context %s after her turn ran %v: %T %+v, want refused", task.ContextID, 2*ttl, res, res)
+	}
+	list, err := alice.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task.ID})
+	if err != nil || !slices.ContainsFunc(list, func(c *a2a.PushConfig) bool { return c.ID == "v1" }) {
+		t.Errorf("alice's push configs of her running task: %+v %v, want v1", list, err)
+	}
+	close(release)
+	r.Await(t, 20*time.Second, "/v1", string(a2a.TaskStateCompleted))
+	testkit.Eventually(t, 15*time.Second, "the ended turns dropped", func() bool {
+		n, running := ingress.KeptTurns(pp.Ingress)
+		return n == 0 && !running
+	})
+}
+
+// kvWatch watches the keys of bucket that match keys, their current
+// values first, until the test ends.
+func kvWatch(t *testing.T, ctx context.Context, js jetstream.JetStream, bucket, keys string) jetstream.KeyWatcher {
+	t.Helper()
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kv.Watch(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop() })
+	return w
+}
+
+// makePushBucket makes E2A_PUSH on nc with cfg's TTL (TasksTTL), as
+// streams apply does: the push store of a pipeline makes it with the
+// default config when it does not exist, which natstest.RunServer does
+// not apply.
+func makePushBucket(t *testing.T, nc *nats.Conn, cfg streams.Config) {
+	t.Helper()
+	if _, err := natstest.JetStream(t, nc).CreateKeyValue(context.Background(), cfg.PushBucketConfig()); err != nil {
+		t.Fatal(err)
+	}
+}
