@@ -55,9 +55,15 @@ import (
 // nothing is created, and a key deleted meanwhile (a config the user
 // deleted) stays deleted. They are so never older than half of TasksTTL
 // (and half a minute) while the turn runs, and live at least half of it
-// past its end. A one-turn task is kept only when there is something to
-// keep (a push store, or a context claim: authentication on): its look a
-// minute after the publish costs the reads of a turn's look.
+// past its end. A task of one turn is kept only once a push config of it
+// is stored (pushConfigCreated, by the replica that stored it), its
+// context's claim then with its configs (the context read from its
+// request at each look while it runs): keeping every such task cost a
+// keeper entry and a look's read for each A2A message that starts a task,
+// the commonest request, for turns longer than TasksTTL (72 h by
+// default). Without a push config, such a task's context claim expires
+// during a turn longer than TasksTTL (docs/operations.md,
+// "Long-running requests").
 
 // recordKeeper is the set of turns the server keeps the records of, and
 // whether its goroutine runs (Server.keepRecords).
@@ -112,7 +118,7 @@ func (s *Server) keepRecord(turn keptTurn, st keptState) {
 	if s.opts.push == nil {
 		st.pushTo = nil
 	}
-	if turn.kind == "" && st.contextID == "" && len(st.pushTo) == 0 {
+	if turn.kind == "" && len(st.pushTo) == 0 {
 		return
 	}
 	tick := min(every, keepFirstLook)
@@ -121,6 +127,14 @@ func (s *Server) keepRecord(turn keptTurn, st keptState) {
 	defer k.mu.Unlock()
 	if k.turns == nil {
 		k.turns = map[keptTurn]keptState{}
+	}
+	if cur, ok := k.turns[turn]; ok {
+		// Another principal's config of the same task (an admin's).
+		for _, p := range cur.pushTo {
+			if !slices.Contains(st.pushTo, p) {
+				st.pushTo = append(st.pushTo, p)
+			}
+		}
 	}
 	st.next, st.wait = time.Now().Add(tick), tick
 	k.turns[turn] = st
@@ -204,6 +218,9 @@ func (s *Server) keepTurn(ctx context.Context, turn keptTurn, st keptState, ever
 		if err != nil || !run {
 			return run, err
 		}
+		if turn.kind == "" {
+			st.contextID = s.requestContext(ctx, turn.requestID)
+		}
 		return true, s.keepAlongside(ctx, turn, st, every)
 	}
 	if turn.kind != "" {
@@ -211,6 +228,28 @@ func (s *Server) keepTurn(ctx context.Context, turn keptTurn, st keptState, ever
 	}
 	keep, err = running(ctx)
 	return keep || err != nil, err
+}
+
+// pushConfigCreated has a task of one turn, taskID, whose request is
+// named so (its id the task's), kept while its turn runs (keepRecord)
+// with principal's push configs: push.Store.OnCreate's, for every config
+// stored. A turn of a record is kept at its publish (publishTurnIf), its
+// task's configs with it; for such a task's config this is one look
+// more, which finds that request ended and drops it.
+func (s *Server) pushConfigCreated(principal, taskID string) {
+	s.keepRecord(keptTurn{id: taskID, requestID: taskID}, keptState{pushTo: []string{principal}})
+}
+
+// requestContext is the A2A context of requestID, whose claim is kept
+// beside a task of one turn (keepAlongside), "" when it has none or its
+// request cannot be read: a read of its envelope at each of the turn's
+// looks, made only for a task with a push config.
+func (s *Server) requestContext(ctx context.Context, requestID string) string {
+	rq, err := s.egress.LoadRequestHead(ctx, requestID)
+	if err != nil || rq.Envelope == nil {
+		return ""
+	}
+	return rq.Envelope.ContextID
 }
 
 // keepAlongside writes again what st keeps beside turn's record, each key

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -36,41 +37,9 @@ import (
 // turn ends; the replica then keeps the turn no more.
 func TestRunningTurnKeepsItsContextAndPushConfigs(t *testing.T) {
 	const ttl = 4 * time.Second
-	const aliceKey, bobKey = "ak_keep_alice_0123456789", "ak_keep_bob_00123456789"
-	cfg := natstest.Config()
-	cfg.TasksTTL = ttl
-	_, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
-	makePushBucket(t, nc, cfg)
-	pp := pipetest.Start(t, pipetest.WithConn(nc), pipetest.WithPush("127.0.0.1"),
-		pipetest.WithIngress(ingress.WithAuth(pipetest.KeyAuth(t, map[string]string{"alice": aliceKey, "bob": bobKey}, nil))))
-	started, release := make(chan struct{}, 2), make(chan struct{})
-	pp.Pool("demo", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-		if err := w.Chunk(e2a.DeltaText, "thinking"); err != nil {
-			return err
-		}
-		if err := w.Sync(); err != nil {
-			return err
-		}
-		started <- struct{}{}
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return w.Chunk(e2a.DeltaText, " done")
-	}))
-	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	alice, bob := keyClient(t, p, a2a.TransportProtocolJSONRPC, aliceKey), keyClient(t, p, a2a.TransportProtocolJSONRPC, bobKey)
-	req := userMessage("hello")
-	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
-	res, err := alice.SendMessage(ctx, req)
-	task, ok := res.(*a2a.Task)
-	if err != nil || !ok || task.ContextID == "" {
-		t.Fatalf("alice's SendMessage: %T %+v %v", res, res, err)
-	}
-	testkit.Receive(t, started, 20*time.Second, "alice's turn to start")
+	k := startKeptPushPipeline(t, ttl)
+	pp, alice, bob, release := k.pp, k.alice, k.bob, k.release
+	ctx, task := k.ctx, k.startTask(t)
 	r := pushtest.NewReceiver(t)
 	if _, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: "v1", URL: r.URL + "/v1", Token: "tok-v1"}); err != nil {
 		t.Fatalf("CreateTaskPushConfig: %v", err)
@@ -149,4 +118,86 @@ func makePushBucket(t *testing.T, nc *nats.Conn, cfg streams.Config) {
 	if _, err := natstest.JetStream(t, nc).CreateKeyValue(context.Background(), cfg.PushBucketConfig()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// keptPushPipeline is a pipeline with auth (alice and bob), push and a
+// demo pool whose turns hold until release is closed, its E2A_TASKS TTL
+// ttl (startKeptPushPipeline).
+type keptPushPipeline struct {
+	pp         *pipetest.Pipeline
+	alice, bob *a2aclient.Client
+	started    chan struct{}
+	release    chan struct{}
+	ctx        context.Context
+}
+
+func startKeptPushPipeline(t *testing.T, ttl time.Duration) *keptPushPipeline {
+	t.Helper()
+	const aliceKey, bobKey = "ak_keep_alice_0123456789", "ak_keep_bob_00123456789"
+	cfg := natstest.Config()
+	cfg.TasksTTL = ttl
+	_, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
+	makePushBucket(t, nc, cfg)
+	pp := pipetest.Start(t, pipetest.WithConn(nc), pipetest.WithPush("127.0.0.1"),
+		pipetest.WithIngress(ingress.WithAuth(pipetest.KeyAuth(t, map[string]string{"alice": aliceKey, "bob": bobKey}, nil))))
+	k := &keptPushPipeline{pp: pp, started: make(chan struct{}, 2), release: make(chan struct{})}
+	pp.Pool("demo", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := w.Chunk(e2a.DeltaText, "thinking"); err != nil {
+			return err
+		}
+		if err := w.Sync(); err != nil {
+			return err
+		}
+		k.started <- struct{}{}
+		select {
+		case <-k.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return w.Chunk(e2a.DeltaText, " done")
+	}))
+	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	k.ctx = ctx
+	k.alice, k.bob = keyClient(t, p, a2a.TransportProtocolJSONRPC, aliceKey), keyClient(t, p, a2a.TransportProtocolJSONRPC, bobKey)
+	return k
+}
+
+// startTask has alice start a task of one turn, answered at once, and
+// waits for its turn to run.
+func (k *keptPushPipeline) startTask(t *testing.T) *a2a.Task {
+	t.Helper()
+	req := userMessage("hello")
+	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+	res, err := k.alice.SendMessage(k.ctx, req)
+	task, ok := res.(*a2a.Task)
+	if err != nil || !ok || task.ContextID == "" {
+		t.Fatalf("alice's SendMessage: %T %+v %v", res, res, err)
+	}
+	testkit.Receive(t, k.started, 20*time.Second, "alice's turn to start")
+	return task
+}
+
+// TestOneTurnTaskKeptOnlyWithAPushConfig: the records' keeper keeps a
+// task of one turn (its push configs and its context's claim) only once a
+// push config of it is stored: keeping every one cost a keeper entry and
+// a read a minute later for each A2A message that starts a task. Alice's
+// task is kept by no one after her message, and by the replica that
+// stored her config once she makes one; dropped once its turn ends.
+func TestOneTurnTaskKeptOnlyWithAPushConfig(t *testing.T) {
+	k := startKeptPushPipeline(t, time.Hour)
+	task := k.startTask(t)
+	if n, _ := ingress.KeptTurns(k.pp.Ingress); n != 0 {
+		t.Fatalf("alice's task of one turn, no push config: %d turns kept, want none", n)
+	}
+	r := pushtest.NewReceiver(t)
+	if _, err := k.alice.CreateTaskPushConfig(k.ctx, &a2a.PushConfig{TaskID: task.ID, ID: "v1", URL: r.URL + "/v1", Token: "tok-v1"}); err != nil {
+		t.Fatalf("CreateTaskPushConfig: %v", err)
+	}
+	if n, _ := ingress.KeptTurns(k.pp.Ingress); n != 1 {
+		t.Fatalf("alice's task with a push config: %d turns kept, want 1", n)
+	}
+	close(k.release)
+	r.Await(t, 20*time.Second, "/v1", string(a2a.TaskStateCompleted))
 }

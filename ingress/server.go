@@ -326,6 +326,9 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	if o.poolTTL > 0 {
 		srv.pools = newPools(js, o.poolTTL, o.now, srv.presence)
 	}
+	if o.push != nil {
+		o.push.OnCreate(srv.pushConfigCreated)
+	}
 	return srv, nil
 }
 

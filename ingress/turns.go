@@ -119,12 +119,9 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		// request naming it as its task_id, at the same moment) hid the
 		// new task from its owner, both accepted.
 		if origin != idChosen {
-			acc, err := s.publishTimed(ctx, p, pool, env, nil, origin, contextOwner)
-			if err == nil {
-				s.keepRecord(keptTurn{id: of.Task.ID, requestID: env.RequestID},
-					keptState{by: p.Tenant(), contextID: of.Task.ContextID, pushTo: turnPrincipals(env, contextOwner)})
-			}
-			return acc, err
+			// Nothing kept: a task of one turn is kept (keepRecord) only
+			// once a push config of it is stored (pushConfigCreated).
+			return s.publishTimed(ctx, p, pool, env, nil, origin, contextOwner)
 		}
 		chosenTask = true
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,6 +53,9 @@ type Store struct {
 	reserved func() error
 	// slotGrace, when set (tests), replaces slotGrace.
 	slotGrace time.Duration
+	// hooks guards onCreate, the functions OnCreate registered.
+	hooks    sync.Mutex
+	onCreate []func(principal, taskID string)
 }
 
 // NewStore binds the E2A_PUSH bucket on nc, creating it with the options'
@@ -155,8 +159,33 @@ func encodeConfigs(tc taskConfigs, key string, sl *sealer) ([]byte, error) {
 // The URL rules are checked first (ErrURLRefused); other bad fields are
 // ErrInvalidConfig; a full task or principal ErrLimit.
 func (s *Store) Create(ctx context.Context, principal string, c Config) (Config, error) {
-	c, _, _, err := s.create(ctx, principal, c, false)
+	c, _, changed, err := s.create(ctx, principal, c, false)
+	if err == nil && changed {
+		s.created(principal, c.TaskID)
+	}
 	return c, err
+}
+
+// OnCreate has f called with the principal and the task of each config a
+// create stores (Create, CreateUndoable; not one it finds stored
+// already), after it is stored: ingress keeps the configs of a task whose
+// turn runs longer than the bucket's TTL (its records' keeper). f must
+// not block.
+func (s *Store) OnCreate(f func(principal, taskID string)) {
+	s.hooks.Lock()
+	defer s.hooks.Unlock()
+	s.onCreate = append(s.onCreate, f)
+}
+
+// created calls the OnCreate functions for principal's new config of
+// taskID.
+func (s *Store) created(principal, taskID string) {
+	s.hooks.Lock()
+	fs := s.onCreate
+	s.hooks.Unlock()
+	for _, f := range fs {
+		f(principal, taskID)
+	}
 }
 
 // CreateUndoable is Create, also returning undo, which takes the call
@@ -180,6 +209,7 @@ func (s *Store) CreateUndoable(ctx context.Context, principal string, c Config) 
 	if !changed {
 		return c, func(context.Context) error { return nil }, nil
 	}
+	s.created(principal, c.TaskID)
 	return c, func(ctx context.Context) error { return s.undo(ctx, principal, c, prev) }, nil
 }
 
