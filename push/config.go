@@ -19,7 +19,8 @@ import (
 // Versions of A2A a config was registered with; they decide the body and
 // the token header of its deliveries.
 const (
-	// V1 configs get A2A v1.0 StreamResponse JSON and A2A-Notification-Token.
+	// V1 configs get A2A v1.0 StreamResponse JSON and the token in both
+	// A2A-Notification-Token and X-A2A-Notification-Token.
 	V1 = "1.0"
 	// V03 configs get the A2A v0.3 Task (kind task) as tasks/get answers
 	// it after each update, as the v0.3 SDKs post it, and

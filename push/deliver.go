@@ -26,7 +26,10 @@ const (
 	// HeaderEventID is the stable id of the update: the same on every
 	// attempt and redelivery, so a receiver can drop duplicates.
 	HeaderEventID = "E2A-Event-Id"
-	// HeaderTokenV1 and HeaderTokenV03 carry the config's token.
+	// HeaderTokenV1 and HeaderTokenV03 carry the config's token: a v0.3
+	// config's in HeaderTokenV03, a v1.0 config's in both (a2a-go/v2's
+	// sender uses HeaderTokenV1; a2a-python 1.x's, @a2a-js/sdk 1.0's and
+	// a2a-java's HeaderTokenV03, which their receivers read).
 	HeaderTokenV1  = "A2A-Notification-Token"
 	HeaderTokenV03 = "X-A2A-Notification-Token"
 )
@@ -695,11 +698,14 @@ func postUpdate(ctx context.Context, client *http.Client, o options, cfg Config,
 		req.Header.Set(HeaderSignature, o.signer.Sign(eventID, body))
 	}
 	if cfg.Token != "" {
-		h := HeaderTokenV1
-		if cfg.Version == V03 {
-			h = HeaderTokenV03
+		// A2A v1.0 names no token header: a v1.0 config's token goes in
+		// both the SDKs' v1.0 senders use (a2a-go/v2's; the Python, JS and
+		// Java SDKs', which v0.3's used too), so that a receiver written
+		// for any of them finds it.
+		req.Header.Set(HeaderTokenV03, cfg.Token)
+		if cfg.Version != V03 {
+			req.Header.Set(HeaderTokenV1, cfg.Token)
 		}
-		req.Header.Set(h, cfg.Token)
 	}
 	if cfg.Auth != nil && cfg.Auth.Credentials != "" {
 		req.Header.Set("Authorization", cfg.Auth.Scheme+" "+cfg.Auth.Credentials)

@@ -1,6 +1,7 @@
 package push_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -187,9 +188,12 @@ func expectText(turns []string, chunks int) string {
 // delivery is one POST a receiver got.
 type delivery struct {
 	eventID, token, auth string
-	signature            string
-	body                 []byte
-	code                 int
+	// tokenV1 and tokenV03 are the token headers as received (token is
+	// the first set).
+	tokenV1, tokenV03 string
+	signature         string
+	body              []byte
+	code              int
 }
 
 // receiver is a webhook on loopback recording every POST in arrival order;
@@ -216,9 +220,9 @@ func newReceiver(t testing.TB, answer func(n int, w http.ResponseWriter) int) *r
 			code = r.answer(n, w)
 		}
 		r.mu.Lock()
-		r.got = append(r.got, delivery{eventID: req.Header.Get(push.HeaderEventID),
-			token: req.Header.Get(push.HeaderTokenV1) + req.Header.Get(push.HeaderTokenV03),
-			auth:  req.Header.Get("Authorization"), signature: req.Header.Get(push.HeaderSignature), body: body, code: code})
+		v1, v03 := req.Header.Get(push.HeaderTokenV1), req.Header.Get(push.HeaderTokenV03)
+		r.got = append(r.got, delivery{eventID: req.Header.Get(push.HeaderEventID), token: cmp.Or(v1, v03), tokenV1: v1, tokenV03: v03,
+			auth: req.Header.Get("Authorization"), signature: req.Header.Get(push.HeaderSignature), body: body, code: code})
 		r.mu.Unlock()
 		w.WriteHeader(code)
 	}))

@@ -1,6 +1,7 @@
 package pushtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -55,7 +56,7 @@ func NewReceiver(t testing.TB) *Receiver {
 		body, _ := io.ReadAll(req.Body)
 		d := Decode(body)
 		d.Path, d.Body = req.URL.Path, body
-		d.Token = req.Header.Get(push.HeaderTokenV1) + req.Header.Get(push.HeaderTokenV03)
+		d.Token = cmp.Or(req.Header.Get(push.HeaderTokenV1), req.Header.Get(push.HeaderTokenV03))
 		d.Auth, d.EventID = req.Header.Get("Authorization"), req.Header.Get(push.HeaderEventID)
 		d.Signature = req.Header.Get(push.HeaderSignature)
 		d.Remote = req.RemoteAddr
