@@ -32,7 +32,8 @@
 //     the request's trace context when the call had no traceparent
 //     header (metaTrace, checked by e2a.CleanTrace). Tool calls: an e2a function_call
 //     starts a tool_call (in_progress), its function_response ends it
-//     completed, or failed when the response carries an error ("error",
+//     completed (rawInput and rawOutput the args and response, a JSON
+//     object or array in a string decoded: rawJSON), or failed when the response carries an error ("error",
 //     or an MCP result's isError); a call the turn ends without a result
 //     for (a model's tool call nobody runs: the OpenAI bridge's
 //     finish_reason "tool_calls"; a failed or cancelled turn) gets a

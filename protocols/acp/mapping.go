@@ -92,13 +92,13 @@ func chunkUpdate(c e2a.ChunkBody) (acpsdk.SessionUpdate, bool) {
 	switch typ {
 	case e2a.ToolFunctionCall:
 		return acpsdk.StartToolCall(acpsdk.ToolCallId(id), name, acpsdk.WithStartKind(acpsdk.ToolKindOther),
-			acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress), acpsdk.WithStartRawInput(rawInput(obj["args"]))), true
+			acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress), acpsdk.WithStartRawInput(rawJSON(obj["args"]))), true
 	case e2a.ToolFunctionResponse:
 		status := acpsdk.ToolCallStatusCompleted
 		if responseFailed(obj["response"]) {
 			status = acpsdk.ToolCallStatusFailed
 		}
-		opts := []acpsdk.ToolCallUpdateOpt{acpsdk.WithUpdateStatus(status), acpsdk.WithUpdateRawOutput(obj["response"])}
+		opts := []acpsdk.ToolCallUpdateOpt{acpsdk.WithUpdateStatus(status), acpsdk.WithUpdateRawOutput(rawJSON(obj["response"]))}
 		if id == "" {
 			// Its call is found by name (openCalls.updates).
 			opts = append(opts, acpsdk.WithUpdateTitle(name))
@@ -520,19 +520,21 @@ func eventParts(ev any) []any {
 	return out
 }
 
-// rawInput is a tool call's arguments as its ACP rawInput: arguments
-// given as a JSON object or array in a string (a model's function call,
-// the trpc spec's args) are that object, which an ACP client shows as the
-// call's parameters; any other value is itself.
-func rawInput(args any) any {
-	s, ok := args.(string)
+// rawJSON is a tool call's arguments as its ACP rawInput, or a tool's
+// response as its rawOutput: a value given as a JSON object or array in a
+// string (a model's function call, the trpc spec's args and response) is
+// that object, which an ACP client shows as the call's parameters or
+// result (the string was shown as one quoted, escaped line); any other
+// value is itself.
+func rawJSON(v any) any {
+	s, ok := v.(string)
 	if !ok {
-		return args
+		return v
 	}
 	if t := strings.TrimSpace(s); t != "" && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
 		return json.RawMessage(t)
 	}
-	return args
+	return v
 }
 
 // partUpdate maps an A2A part (as JSON) to an ACP session update: text

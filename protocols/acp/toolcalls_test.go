@@ -3,6 +3,7 @@ package acp_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -142,5 +143,41 @@ func TestACPToolCallLifecycle(t *testing.T) {
 		if last[id] != st {
 			t.Errorf("replayed tool call %s ends %q, want %q (as live)", id, last[id], st)
 		}
+	}
+}
+
+// rawOutputs returns the rawOutput of each tool_call_update of updates.
+func rawOutputs(updates []acpsdk.SessionUpdate) []any {
+	var out []any
+	for _, u := range updates {
+		if u.ToolCallUpdate != nil && u.ToolCallUpdate.RawOutput != nil {
+			out = append(out, u.ToolCallUpdate.RawOutput)
+		}
+	}
+	return out
+}
+
+// TestToolCallRawOutputObject: a function_response whose response is
+// the JSON string of an object (as the spec's examples write it, and
+// toolAgent's) reaches acp-go-sdk's client as a rawOutput object, live
+// and on session/load, as its call's arguments reach it as rawInput: it
+// was the string, which an editor showed as one quoted, escaped line.
+func TestToolCallRawOutputObject(t *testing.T) {
+	s := stdioSession(t, toolAgent)
+	res, err := s.Conn.Prompt(s.Ctx, acpsdk.PromptRequest{SessionId: s.ID, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock("ran")}})
+	if err != nil || res.StopReason != acpsdk.StopReasonEndTurn {
+		t.Fatalf("prompt: %+v %v", res, err)
+	}
+	live := rawOutputs(s.Rec.Take(s.ID))
+	if _, err := s.Conn.LoadSession(s.Ctx, acpsdk.LoadSessionRequest{SessionId: s.ID, Cwd: "/work", McpServers: []acpsdk.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	replayed := rawOutputs(s.Rec.Take(s.ID))
+	want := []any{map[string]any{"temp": "20°C"}}
+	if !reflect.DeepEqual(live, want) {
+		t.Errorf("live rawOutput %#v; want %#v", live, want)
+	}
+	if !reflect.DeepEqual(replayed, want) {
+		t.Errorf("session/load rawOutput %#v; want %#v", replayed, want)
 	}
 }
