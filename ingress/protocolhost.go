@@ -502,18 +502,22 @@ func (h protocolHost) AuthMethods() []host.AuthMethod {
 		return out
 	}
 	for _, sc := range h.s.opts.auth.Schemes() {
-		var name, desc string
+		var name, desc, stdio string
 		switch sc {
 		case SchemeAPIKey:
 			name, desc = "API key", "send the key in the "+HeaderAPIKey+" header"
+			stdio = "set " + EnvACPAPIKey + " to the key in the environment the editor starts e2a acp with, then restart it"
 		case SchemeBearer:
 			name, desc = "Bearer token", "send Authorization: Bearer <token>"
+			stdio = "set " + EnvACPBearerToken + " to the token in the environment the editor starts e2a acp with, then restart it"
 		case SchemeOAuth2:
 			name, desc = "OAuth2 client credentials", "get a token from POST /oauth/token, send Authorization: Bearer <token>"
+			stdio = "get a token from POST /oauth/token, set " + EnvACPBearerToken +
+				" to it in the environment the editor starts e2a acp with, then restart it"
 		default:
 			continue
 		}
-		out = append(out, host.AuthMethod{ID: sc, Name: name, Description: desc})
+		out = append(out, host.AuthMethod{ID: sc, Name: name, Description: desc, StdioDescription: stdio})
 	}
 	return out
 }

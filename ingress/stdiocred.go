@@ -7,6 +7,15 @@ import (
 	"strings"
 )
 
+// The environment variables `e2a acp` reads the editor's credential from
+// (the stdio door's WithStdioCredential): an API key, or a bearer or
+// OAuth 2.0 access token. ACP's authMethods name them over stdio, where
+// the editor sends no headers.
+const (
+	EnvACPAPIKey      = "E2A_ACP_API_KEY"
+	EnvACPBearerToken = "E2A_ACP_BEARER_TOKEN"
+)
+
 // stdioCredentialKey is the context key of the credential of
 // WithStdioCredential.
 type stdioCredentialKey struct{}

@@ -155,8 +155,8 @@ func acpAgent(ctx context.Context, cfg Config, nc *nats.Conn, pool string, up *U
 // The editor's credential for `e2a acp` under the pipeline's auth, in the
 // environment the editor spawns it with.
 const (
-	envACPAPIKey      = "E2A_ACP_API_KEY"
-	envACPBearerToken = "E2A_ACP_BEARER_TOKEN"
+	envACPAPIKey      = ingress.EnvACPAPIKey
+	envACPBearerToken = ingress.EnvACPBearerToken
 )
 
 // credentialVar names the variables of the editor's credential that are set.

@@ -198,7 +198,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 	case e2a.ACPInitialize:
 		d.initialize(rep, in, req, nin, res)
 	case e2a.ACPAuthenticate:
-		d.authenticate(rep, req, nin.Principal)
+		d.authenticate(rep, in, req, nin.Principal)
 	case MethodLogout:
 		rep.Result(map[string]any{})
 	case e2a.ACPSessionNew:
@@ -218,13 +218,25 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 	}
 }
 
-// authMethods lists one ACP auth method per configured scheme.
-func (d *frontDoor) authMethods() []map[string]any {
+// authMethods lists one ACP auth method per configured scheme, described
+// for the transport of in (authDescription).
+func (d *frontDoor) authMethods(in host.Call) []map[string]any {
 	out := []map[string]any{}
 	for _, m := range d.h.AuthMethods() {
-		out = append(out, map[string]any{"id": m.ID, "name": m.Name, "description": m.Description})
+		out = append(out, map[string]any{"id": m.ID, "name": m.Name, "description": authDescription(in, m)})
 	}
 	return out
+}
+
+// authDescription is how the client of in gives method m's credential:
+// over stdio, where an editor sends no headers, in the environment it
+// starts `e2a acp` with (m.StdioDescription); an editor showed "send the
+// key in the X-Api-Key header" to a user who could do no such thing.
+func authDescription(in host.Call, m host.AuthMethod) string {
+	if in.Request == nil && m.StdioDescription != "" {
+		return m.StdioDescription
+	}
+	return m.Description
 }
 
 // initialize answers ACP's initialize for the pool the caller's prompts
@@ -245,7 +257,7 @@ func (d *frontDoor) initialize(rep host.Reply, in host.Call, req *jsonrpc.Reques
 			"loadSession":        true,
 			"promptCapabilities": promptCapabilities(d.poolModes(in.Ctx, d.promptPool(nin, res))),
 		},
-		"authMethods": d.authMethods(),
+		"authMethods": d.authMethods(in),
 		"agentInfo":   map[string]any{"name": "e2a-pipeline", "title": "E2A Pipeline", "version": "1"},
 	})
 }
@@ -255,7 +267,7 @@ func (d *frontDoor) initialize(rep host.Reply, in host.Call, req *jsonrpc.Reques
 // that credential (the anonymous caller of optional auth) gets ACP's
 // auth_required, since what it does next stays the anonymous principal's,
 // shared by every caller without a credential.
-func (d *frontDoor) authenticate(rep host.Reply, req *jsonrpc.Request, p *normalizer.Principal) {
+func (d *frontDoor) authenticate(rep host.Reply, in host.Call, req *jsonrpc.Request, p *normalizer.Principal) {
 	var params struct {
 		MethodID string `json:"methodId"`
 	}
@@ -270,7 +282,7 @@ func (d *frontDoor) authenticate(rep host.Reply, req *jsonrpc.Request, p *normal
 		}
 		if p != nil && p.Scheme != "" && p.Scheme != m.ID {
 			rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeACPAuthRequired,
-				Message: "authentication required: send the " + m.Name + " credential with the request (" + m.Description + ")"})
+				Message: "authentication required: " + m.Name + ": " + authDescription(in, m)})
 			return
 		}
 		rep.Result(map[string]any{})

@@ -14,7 +14,9 @@
 //     go to (image and audio by its input modes: [InputModes]), and one auth method
 //     per scheme the host has (host.Authentication; over HTTP the
 //     credential travels in the headers, so authenticate only checks the
-//     method id).
+//     method id), described for the transport: over stdio, where the
+//     editor sends no headers, as the variable of `e2a acp`'s environment
+//     that holds it (host.AuthMethod.StdioDescription).
 //   - session/new creates a session (a UUIDv7) in the host's task store
 //     (host.Sessions) with its cwd and MCP servers (secret values removed)
 //     and answers {sessionId}.

@@ -324,6 +324,10 @@ type Canceler interface {
 // handshake.
 type AuthMethod struct {
 	ID, Name, Description string
+	// StdioDescription is how a client on stdio (an editor running `e2a
+	// acp`) gives the credential: in its environment, since it sends no
+	// headers; Description says how an HTTP client does.
+	StdioDescription string
 }
 
 // Authentication describes the host's authentication.
