@@ -235,7 +235,8 @@ func countedAs(p Principal) string {
 // authenticated for each message, so that a key removed or a token expired
 // stops working mid-session; without one it is the anonymous principal,
 // refused when the auth has no none scheme. Refusals are ACP's: -32000
-// (authentication required) for a missing or refused credential, -32003
+// (authentication required) for a missing or refused credential, its
+// message naming the variable to set (stdioCredentialHint), -32003
 // for a disabled principal. Without auth every message is anonymous.
 // A single call that is a cancel (isCancel) is admitted over the rate
 // limit as at the HTTP doors (rateLimit).
@@ -253,6 +254,7 @@ func (s *Server) stdioGate(ctx context.Context, protocol string, n int, isCancel
 			f := s.authRefusal(http.Header{}, err)
 			if f.RPCCode == jsonrpc.CodeAuthentication {
 				f.RPCCode = jsonrpc.CodeACPAuthRequired
+				f.Message += stdioCredentialHint(ctx)
 			}
 			return p, &f, true
 		}

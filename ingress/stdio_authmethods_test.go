@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -28,13 +30,7 @@ func TestStdioAuthMethodsNameTheEnvironment(t *testing.T) {
 	auth := pipetest.KeyAndOAuth(t, map[string]string{"alice": stdioAliceKey})
 	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(auth)))
 	p.Pool("demo", demo.New())
-	s := acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
-		ctx, err := ingress.WithStdioCredential(ctx, http.Header{"X-Api-Key": {stdioAliceKey}})
-		if err != nil {
-			return err
-		}
-		return ingress.ServeACPStdio(ctx, in, out, p.Ingress)
-	})
+	s := openStdioAs(t, p, http.Header{"X-Api-Key": {stdioAliceKey}})
 	res, err := s.Conn.Initialize(s.Ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
 	if err != nil {
 		t.Fatal(err)
@@ -61,4 +57,47 @@ func TestStdioAuthMethodsNameTheEnvironment(t *testing.T) {
 	if len(m) != 1 || !strings.Contains(string(m[0].Result), "send the key in the X-Api-Key header") {
 		t.Errorf("HTTP initialize: %+v, want the API key method to name its header", m)
 	}
+}
+
+// TestStdioRefusalNamesTheVariable: when the editor's credential stops
+// authenticating mid-session (an OAuth 2.0 access token expired), the
+// -32000 acp-go-sdk's client gets for its next prompt tells the user to
+// set E2A_ACP_BEARER_TOKEN, the variable it came from: it said only
+// "token expired", with nothing an editor's user can act on.
+func TestStdioRefusalNamesTheVariable(t *testing.T) {
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	cfg := &ingress.AuthConfig{OAuth2: pipetest.OAuth2()}
+	cfg.OAuth2.TokenTTL = "10m"
+	auth, err := ingress.NewAuth(cfg, ingress.WithAuthClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := auth.IssueToken("svc", pipetest.OAuth2Secret, "agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(auth)))
+	p.Pool("demo", demo.New())
+	s := openStdioAs(t, p, http.Header{"Authorization": {"Bearer " + tok.AccessToken}})
+	skew.Store(int64(time.Hour))
+	_, err = s.Conn.Prompt(s.Ctx, acp.PromptRequest{SessionId: s.ID, Prompt: []acp.ContentBlock{acp.TextBlock("hi")}})
+	var re *acp.RequestError
+	if !errors.As(err, &re) || re.Code != jsonrpc.CodeACPAuthRequired || !strings.Contains(re.Message, ingress.EnvACPBearerToken) ||
+		strings.Contains(re.Message, ingress.EnvACPAPIKey) {
+		t.Fatalf("prompt with an expired token: %v, want -32000 naming %s alone", err, ingress.EnvACPBearerToken)
+	}
+}
+
+// openStdioAs opens an ACP session of acp-go-sdk's client over stdio to
+// p's ingress, as `e2a acp` does with the editor's credential cred.
+func openStdioAs(t *testing.T, p *pipetest.Pipeline, cred http.Header) *acptest.Session {
+	t.Helper()
+	return acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
+		ctx, err := ingress.WithStdioCredential(ctx, cred)
+		if err != nil {
+			return err
+		}
+		return ingress.ServeACPStdio(ctx, in, out, p.Ingress)
+	})
 }

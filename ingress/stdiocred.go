@@ -54,6 +54,21 @@ func WithStdioCredential(ctx context.Context, h http.Header) (context.Context, e
 	return context.WithValue(ctx, stdioCredentialKey{}, cred), nil
 }
 
+// stdioCredentialHint ends the message of a stdio message's
+// authentication refusal: what the editor's user does about it, as the
+// editor shows it (the credential lives in the environment it starts e2a
+// acp with: the variable the credential of ctx came from, else both).
+func stdioCredentialHint(ctx context.Context) string {
+	vars := EnvACPAPIKey + " or " + EnvACPBearerToken
+	if cred, ok := stdioCredential(ctx); ok {
+		vars = EnvACPBearerToken
+		if cred.Get(HeaderAPIKey) != "" {
+			vars = EnvACPAPIKey
+		}
+	}
+	return "; set " + vars + " to a valid credential in the environment the editor starts e2a acp with, then restart it"
+}
+
 // stdioCredential returns the credential of WithStdioCredential in ctx.
 func stdioCredential(ctx context.Context) (http.Header, bool) {
 	h, ok := ctx.Value(stdioCredentialKey{}).(http.Header)
