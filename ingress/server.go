@@ -37,6 +37,9 @@ type Server struct {
 	// keeper keeps the records of the running turns this server published
 	// (keepRecord).
 	keeper recordKeeper
+	// endedTurns remembers a turn found ended per record, for the bound on
+	// waiting turns (waitBound).
+	endedTurns endedTurns
 	// poolList caches the pool names the pipeline's card lists.
 	poolList poolCache
 	// profiles caches the pools' profiles (extcard.go).

@@ -464,39 +464,93 @@ type turnCond struct {
 
 // waitBound is turnCond.waiting: at most max turns of a record wait
 // behind its running turn, which unfinished tells (Server.turnUnfinished:
-// no final frame stored).
+// no final frame stored). ended is the replica's memo of the turns found
+// ended, by record (key).
 type waitBound struct {
 	max        int
 	unfinished func(ctx context.Context, requestID string) (bool, error)
+	ended      *endedTurns
+	key        string
 }
 
 // refusal is ErrTooManyTurns when rec, with the new turn appended last,
 // lists max+1 turns before it and the earliest of those (the turn max+1
 // places before the new one) has not ended: turns run in order, so it
 // and the max after it are all unfinished, one running and max waiting,
-// and the new turn would be one more waiting. One read of that turn's
-// frames, made only when the record lists that many turns. It is checked
-// on the revision the append is conditioned on, so two turns appended at
-// once are counted one after the other; a turn recorded whose publish
-// has not landed yet counts as ended when its id is the client's
-// (Server.turnUnfinished), so the bound may be passed by such turns
-// appended within a publish's time of each other.
+// and the new turn would be one more waiting. Checked only when the
+// record lists that many turns, with no read when the memo holds a turn
+// of the record at or after that one found ended (every turn before an
+// ended one has ended); else it reads the newest turn before the new one
+// (ended: none waits, and the memo then covers the next max turns: a
+// session whose turns come one after another pays a read every max+1
+// turns), and, when that one runs, the earliest of the max+1. It is
+// checked on the revision the append is conditioned on, so two turns
+// appended at once are counted one after the other; a turn recorded
+// whose publish has not landed yet counts as ended when its id is the
+// client's (Server.turnUnfinished), so the bound may be passed by such
+// turns appended within a publish's time of each other.
 func (b *waitBound) refusal(ctx context.Context, rec *TaskRecord) error {
 	if b == nil || b.max <= 0 {
 		return nil
 	}
 	i := len(rec.RequestIDs) - 1 - (b.max + 1)
-	if i < 0 {
+	if i < 0 || b.ended.covers(b.key, rec.RequestIDs, i) {
 		return nil
 	}
-	unfinished, err := b.unfinished(ctx, rec.RequestIDs[i])
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
-	case unfinished:
-		return fmt.Errorf("%w (at most %d)", ErrTooManyTurns, b.max)
+	for _, j := range []int{len(rec.RequestIDs) - 2, i} {
+		unfinished, err := b.unfinished(ctx, rec.RequestIDs[j])
+		if err != nil {
+			return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
+		}
+		if !unfinished {
+			b.ended.put(b.key, rec.RequestIDs[j])
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("%w (at most %d)", ErrTooManyTurns, b.max)
+}
+
+// endedTurns is a replica's memo of one turn found ended per record
+// (waitBound), at most maxEndedTurns records: a turn that ended stays
+// ended, so the memo is never wrong, only incomplete.
+type endedTurns struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// maxEndedTurns bounds the records endedTurns remembers (an arbitrary one
+// is forgotten for a new one past it).
+const maxEndedTurns = 4096
+
+// covers reports whether the memo holds a turn of the record key that is
+// ids[i] or a later one of ids.
+func (e *endedTurns) covers(key string, ids []string, i int) bool {
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	id, ok := e.m[key]
+	e.mu.Unlock()
+	return ok && slices.Index(ids, id) >= i
+}
+
+// put remembers requestID, a turn of the record key, as ended.
+func (e *endedTurns) put(key, requestID string) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = map[string]string{}
+	}
+	if _, ok := e.m[key]; !ok && len(e.m) >= maxEndedTurns {
+		for k := range e.m {
+			delete(e.m, k)
+			break
+		}
+	}
+	e.m[key] = requestID
 }
 
 // poolRefusal is poolTurnError when cond.pool is not rec's pool (kind its
