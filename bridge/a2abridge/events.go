@@ -131,49 +131,9 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 	}
 	switch e := ev.(type) {
 	case *a2a.Message:
-		// A direct answer: no task; the next turn goes to its context.
-		t.taskID = ""
-		if e.ContextID != "" {
-			t.contextID = e.ContextID
-		}
-		_ = t.record(ctx)
-		t.done = true
-		if !t.wrote && t.w.ResumeAfter() < 0 {
-			return t.reply(e)
-		}
-		if err := t.message(e); err != nil {
-			return err
-		}
-		return t.complete()
+		return t.directMessage(ctx, e)
 	case *a2a.Task:
-		if err := t.ids(ctx, e.ID, e.ContextID); err != nil {
-			return err
-		}
-		if len(e.Metadata) > 0 && !reflect.DeepEqual(map[string]any(e.Metadata), t.sentTaskMeta) {
-			t.taskMeta = e.Metadata
-		}
-		t.replay = nil // the task shows each artifact whole
-		if t.pending {
-			t.resolveBaseline(e)
-		}
-		// The agent's messages the turn has not written (sent while a
-		// stream was cut, or between two polls) come first: a snapshot
-		// does not say where they came among its artifacts' parts.
-		if err := t.gapMessages(e); err != nil {
-			return err
-		}
-		for _, a := range e.Artifacts {
-			if a == nil {
-				continue // null in the agent's JSON
-			}
-			if err := t.snapshot(a); err != nil {
-				return err
-			}
-		}
-		if t.stillAsking(e.Status) {
-			return nil
-		}
-		return t.status(ctx, e.Status, false) // a snapshot: its working message was written by gapMessages, or known
+		return t.taskEvent(ctx, e)
 	case *a2a.TaskStatusUpdateEvent:
 		if err := t.ids(ctx, e.TaskID, e.ContextID); err != nil {
 			return err
@@ -184,32 +144,99 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		}
 		return t.status(ctx, e.Status, true)
 	case *a2a.TaskArtifactUpdateEvent:
-		if err := t.ids(ctx, e.TaskID, e.ContextID); err != nil {
-			return err
-		}
-		if e.Artifact == nil {
-			return nil
-		}
-		if len(e.Metadata) > 0 {
-			t.eventMeta = e.Metadata
-		}
-		if r := t.replay[e.Artifact.ID]; r != nil {
-			return t.replaying(r, e)
-		}
-		t.lastChunk = e.LastChunk
-		defer func() { t.lastChunk = false }()
-		if w := t.seen[e.Artifact.ID]; !e.Append && w != nil && w.any {
-			// Without append, the update is the artifact whole: it
-			// replaces the one the task held (A2A), unless it repeats
-			// part of what the frames hold (a replay: replay.go).
-			if t.replayStart(e.Artifact) {
-				return nil
-			}
-			return t.replace(e.Artifact)
-		}
-		return t.parts(e.Artifact, e.Artifact.Parts)
+		return t.artifactUpdate(ctx, e)
 	}
 	return nil
+}
+
+// directMessage writes the frames of the agent's message m answering
+// the request without a task: the turn records m's context, which the
+// next turn goes to, and ends with it (a reply of m alone when nothing
+// was written and the writer cannot resume, else m's frames and the
+// turn's complete).
+func (t *turn) directMessage(ctx context.Context, m *a2a.Message) error {
+	t.taskID = ""
+	if m.ContextID != "" {
+		t.contextID = m.ContextID
+	}
+	_ = t.record(ctx)
+	t.done = true
+	if !t.wrote && t.w.ResumeAfter() < 0 {
+		return t.reply(m)
+	}
+	if err := t.message(m); err != nil {
+		return err
+	}
+	return t.complete()
+}
+
+// taskEvent writes the frames of a task snapshot the agent sends: the
+// agent's messages the frames do not hold yet (gapMessages), then each
+// of its artifacts (snapshot), then its status, unless the status is
+// still the interrupted one the continuation found (stillAsking). A
+// task's metadata other than the frames last gave is kept for the next
+// frame (taskMeta).
+func (t *turn) taskEvent(ctx context.Context, task *a2a.Task) error {
+	if err := t.ids(ctx, task.ID, task.ContextID); err != nil {
+		return err
+	}
+	if len(task.Metadata) > 0 && !reflect.DeepEqual(map[string]any(task.Metadata), t.sentTaskMeta) {
+		t.taskMeta = task.Metadata
+	}
+	t.replay = nil // the task shows each artifact whole
+	if t.pending {
+		t.resolveBaseline(task)
+	}
+	// The agent's messages the turn has not written (sent while a
+	// stream was cut, or between two polls) come first: a snapshot
+	// does not say where they came among its artifacts' parts.
+	if err := t.gapMessages(task); err != nil {
+		return err
+	}
+	for _, a := range task.Artifacts {
+		if a == nil {
+			continue // null in the agent's JSON
+		}
+		if err := t.snapshot(a); err != nil {
+			return err
+		}
+	}
+	if t.stillAsking(task.Status) {
+		return nil
+	}
+	return t.status(ctx, task.Status, false) // a snapshot: its working message was written by gapMessages, or known
+}
+
+// artifactUpdate writes the frames of the agent's artifact-update event
+// e: a replayed artifact's go to replaying, an update without append of
+// an artifact the frames hold replaces it (or starts its replay), and
+// any other adds its parts. The event's metadata and last-chunk flag
+// hold for its frames only.
+func (t *turn) artifactUpdate(ctx context.Context, e *a2a.TaskArtifactUpdateEvent) error {
+	if err := t.ids(ctx, e.TaskID, e.ContextID); err != nil {
+		return err
+	}
+	if e.Artifact == nil {
+		return nil
+	}
+	if len(e.Metadata) > 0 {
+		t.eventMeta = e.Metadata
+	}
+	if r := t.replay[e.Artifact.ID]; r != nil {
+		return t.replaying(r, e)
+	}
+	t.lastChunk = e.LastChunk
+	defer func() { t.lastChunk = false }()
+	if w := t.seen[e.Artifact.ID]; !e.Append && w != nil && w.any {
+		// Without append, the update is the artifact whole: it
+		// replaces the one the task held (A2A), unless it repeats
+		// part of what the frames hold (a replay: replay.go).
+		if t.replayStart(e.Artifact) {
+			return nil
+		}
+		return t.replace(e.Artifact)
+	}
+	return t.parts(e.Artifact, e.Artifact.Parts)
 }
 
 // stillAsking reports a snapshot's status that is the interrupted one
@@ -984,44 +1011,17 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 	if t.finalFrame {
 		statusMeta = t.statusMeta
 	}
-	if id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) &&
-		reflect.DeepEqual(fields, t.partFields) && reflect.DeepEqual(t.eventMeta, t.sentEventMeta) &&
-		reflect.DeepEqual(statusMeta, t.sentStatusMeta) && t.failure == nil && t.taskMeta == nil && !t.closing && !t.lastSet {
+	if t.metadataSet(id, label, partMeta, fields, statusMeta) {
 		return nil
 	}
-	var md map[string]any
-	if id != "" {
-		md = map[string]any{"llm_response_id": string(id)}
-		if label != nil && label.Name != "" {
-			md["artifact_name"] = label.Name
-		}
-		if label != nil && label.Description != "" {
-			md["artifact_description"] = label.Description
-		}
-		if label != nil && len(label.Metadata) > 0 {
-			md["artifact_metadata"] = map[string]any(label.Metadata)
-		}
-		if label != nil && len(label.Extensions) > 0 && !t.named[id] {
-			ext := make([]any, len(label.Extensions))
-			for i, x := range label.Extensions {
-				ext[i] = x
-			}
-			md[a2amap.MetaArtifactExtensions] = ext
-		}
-	}
+	md := t.artifactMetadata(id, label)
 	// A message's text (no artifact) too: the renderers make it an
 	// artifact's part.
 	if len(partMeta) > 0 {
-		if md == nil {
-			md = map[string]any{}
-		}
-		md[a2amap.MetaArtifactPartMetadata] = partMeta
+		md = withMeta(md, a2amap.MetaArtifactPartMetadata, partMeta)
 	}
 	if len(fields) > 0 {
-		if md == nil {
-			md = map[string]any{}
-		}
-		md[a2amap.MetaArtifactPartFields] = fields
+		md = withMeta(md, a2amap.MetaArtifactPartFields, fields)
 	}
 	// The agent's artifact-update event's metadata, on its parts' chunks;
 	// its final status-update's, on the final frame the renderers end
@@ -1029,10 +1029,7 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 	for k, v := range map[string]map[string]any{a2amap.MetaArtifactEventMetadata: t.eventMeta,
 		a2amap.MetaStatusEventMetadata: statusMeta, a2amap.MetaStatusMessage: t.failure, a2amap.MetaTaskMetadata: t.taskMeta} {
 		if len(v) > 0 {
-			if md == nil {
-				md = map[string]any{}
-			}
-			md[k] = v
+			md = withMeta(md, k, v)
 		}
 	}
 	if t.closing && id != "" {
@@ -1048,6 +1045,59 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[str
 		t.sentTaskMeta, t.taskMeta = t.taskMeta, nil
 	}
 	return nil
+}
+
+// metadataSet reports whether the writer's metadata already is what
+// metadata would set for artifact id, label, partMeta, fields and the
+// final frame's statusMeta: the same artifact, unlabeled, with the same
+// part metadata and fields and the same event and status metadata, and
+// no failure, task metadata or last chunk to give or take back.
+func (t *turn) metadataSet(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[string]any, fields []any, statusMeta map[string]any) bool {
+	return id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) &&
+		reflect.DeepEqual(fields, t.partFields) && reflect.DeepEqual(t.eventMeta, t.sentEventMeta) &&
+		reflect.DeepEqual(statusMeta, t.sentStatusMeta) && t.failure == nil && t.taskMeta == nil && !t.closing && !t.lastSet
+}
+
+// artifactMetadata is the frames' metadata naming artifact id
+// (llm_response_id; nil for "") and, when label is not nil, its name,
+// description and metadata (artifact_name, artifact_description,
+// artifact_metadata) and, unless the frames named the artifact already,
+// its extensions.
+func (t *turn) artifactMetadata(id a2a.ArtifactID, label *a2a.Artifact) map[string]any {
+	if id == "" {
+		return nil
+	}
+	md := map[string]any{"llm_response_id": string(id)}
+	if label == nil {
+		return md
+	}
+	if label.Name != "" {
+		md["artifact_name"] = label.Name
+	}
+	if label.Description != "" {
+		md["artifact_description"] = label.Description
+	}
+	if len(label.Metadata) > 0 {
+		md["artifact_metadata"] = map[string]any(label.Metadata)
+	}
+	if len(label.Extensions) > 0 && !t.named[id] {
+		ext := make([]any, len(label.Extensions))
+		for i, x := range label.Extensions {
+			ext[i] = x
+		}
+		md[a2amap.MetaArtifactExtensions] = ext
+	}
+	return md
+}
+
+// withMeta sets md's member k to v, making md first if it is nil, and
+// returns md.
+func withMeta(md map[string]any, k string, v any) map[string]any {
+	if md == nil {
+		md = map[string]any{}
+	}
+	md[k] = v
+	return md
 }
 
 // finalMetadata sets the metadata of the final frame written next (an
