@@ -465,15 +465,15 @@ type turnCond struct {
 // waitBound is turnCond.waiting: at most max turns of a record wait
 // behind its running turn, which unfinished tells (Server.turnUnfinished:
 // no final frame stored). ended is the replica's memo of the turns found
-// ended, by record (key).
+// ended, by record.
 type waitBound struct {
 	max        int
 	unfinished func(ctx context.Context, requestID string) (bool, error)
 	ended      *endedTurns
-	key        string
 }
 
-// refusal is ErrTooManyTurns when rec, with the new turn appended last,
+// refusal is ErrTooManyTurns when rec (its key in E2A_TASKS, by which
+// the memo knows it), with the new turn appended last,
 // lists max+1 turns before it and the earliest of those (the turn max+1
 // places before the new one) has not ended: turns run in order, so it
 // and the max after it are all unfinished, one running and max waiting,
@@ -489,12 +489,12 @@ type waitBound struct {
 // whose publish has not landed yet counts as ended when its id is the
 // client's (Server.turnUnfinished), so the bound may be passed by such
 // turns appended within a publish's time of each other.
-func (b *waitBound) refusal(ctx context.Context, rec *TaskRecord) error {
+func (b *waitBound) refusal(ctx context.Context, key string, rec *TaskRecord) error {
 	if b == nil || b.max <= 0 {
 		return nil
 	}
 	i := len(rec.RequestIDs) - 1 - (b.max + 1)
-	if i < 0 || b.ended.covers(b.key, rec.RequestIDs, i) {
+	if i < 0 || b.ended.covers(key, rec.RequestIDs, i) {
 		return nil
 	}
 	for _, j := range []int{len(rec.RequestIDs) - 2, i} {
@@ -503,7 +503,7 @@ func (b *waitBound) refusal(ctx context.Context, rec *TaskRecord) error {
 			return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
 		}
 		if !unfinished {
-			b.ended.put(b.key, rec.RequestIDs[j])
+			b.ended.put(key, rec.RequestIDs[j])
 			return nil
 		}
 	}
@@ -684,7 +684,7 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 		if err := cond.addTurn(kind, &rec, key, requestID, base.ContextID, by); err != nil {
 			return nil, false, err
 		}
-		if err := cond.waiting.refusal(ctx, &rec); err != nil {
+		if err := cond.waiting.refusal(ctx, key, &rec); err != nil {
 			return nil, false, err
 		}
 		if err := s.keepContext(ctx, kind, &rec, by, at); err != nil {

@@ -64,11 +64,7 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 		cond.pool = pool
 	}
 	if s.opts.maxWaitingTurns > 0 {
-		kind := KindTask
-		if of.Session {
-			kind = KindSession
-		}
-		cond.waiting = &waitBound{max: s.opts.maxWaitingTurns, unfinished: s.turnUnfinished, ended: &s.endedTurns, key: kind + "/" + of.Task.ID}
+		cond.waiting = &waitBound{max: s.opts.maxWaitingTurns, unfinished: s.turnUnfinished, ended: &s.endedTurns}
 	}
 	acc, err := s.publishTurnIf(ctx, p, pool, env, of, origin, contextOwner, cond)
 	if errors.Is(err, ErrTooManyTurns) {
