@@ -36,7 +36,9 @@
 //     starts a tool_call (in_progress), its function_response ends it
 //     completed (rawInput and rawOutput the args and response, a JSON
 //     object or array in a string decoded: rawJSON), or failed when the response carries an error ("error",
-//     or an MCP result's isError); a call the turn ends without a result
+//     or an MCP result's isError), its content the output or the error
+//     as one text block an editor's tool card shows (toolOutputText,
+//     at most [MaxToolContent] bytes; a start has none); a call the turn ends without a result
 //     for (a model's tool call nobody runs: the OpenAI bridge's
 //     finish_reason "tool_calls"; a failed or cancelled turn) gets a
 //     tool_call_update failed before the answer, never left running; a

@@ -52,7 +52,7 @@ func ExampleUpdates() {
 	// Output:
 	// 0 {"content":{"text":"Let me check the weather.","type":"text"},"sessionUpdate":"agent_thought_chunk"}
 	// 1 {"kind":"other","rawInput":{"city":"Paris"},"sessionUpdate":"tool_call","status":"in_progress","title":"get_weather","toolCallId":"call_1"}
-	// 2 {"rawOutput":{"temp":"18°C"},"sessionUpdate":"tool_call_update","status":"completed","toolCallId":"call_1"}
+	// 2 {"content":[{"content":{"text":"{\n  \"temp\": \"18°C\"\n}","type":"text"},"type":"content"}],"rawOutput":{"temp":"18°C"},"sessionUpdate":"tool_call_update","status":"completed","toolCallId":"call_1"}
 	// 3 {"content":{"text":"It is 18°C in Paris.","type":"text"},"sessionUpdate":"agent_message_chunk"}
 	// 4 none
 }
@@ -79,7 +79,7 @@ func ExampleNewRenderer() {
 	// application/x-ndjson
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"content":{"text":"Let me check the weather.","type":"text"},"sessionUpdate":"agent_thought_chunk"}}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"kind":"other","rawInput":{"city":"Paris"},"sessionUpdate":"tool_call","status":"in_progress","title":"get_weather","toolCallId":"call_1"}}}
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"rawOutput":{"temp":"18°C"},"sessionUpdate":"tool_call_update","status":"completed","toolCallId":"call_1"}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"content":[{"content":{"text":"{\n  \"temp\": \"18°C\"\n}","type":"text"},"type":"content"}],"rawOutput":{"temp":"18°C"},"sessionUpdate":"tool_call_update","status":"completed","toolCallId":"call_1"}}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"content":{"text":"It is 18°C in Paris.","type":"text"},"sessionUpdate":"agent_message_chunk"}}}
 	// {"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}
 }

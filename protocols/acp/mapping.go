@@ -13,6 +13,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -94,11 +95,14 @@ func chunkUpdate(c e2a.ChunkBody) (acpsdk.SessionUpdate, bool) {
 		return acpsdk.StartToolCall(acpsdk.ToolCallId(id), name, acpsdk.WithStartKind(acpsdk.ToolKindOther),
 			acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress), acpsdk.WithStartRawInput(rawJSON(obj["args"]))), true
 	case e2a.ToolFunctionResponse:
-		status := acpsdk.ToolCallStatusCompleted
-		if responseFailed(obj["response"]) {
+		status, failed := acpsdk.ToolCallStatusCompleted, responseFailed(obj["response"])
+		if failed {
 			status = acpsdk.ToolCallStatusFailed
 		}
 		opts := []acpsdk.ToolCallUpdateOpt{acpsdk.WithUpdateStatus(status), acpsdk.WithUpdateRawOutput(rawJSON(obj["response"]))}
+		if text := toolOutputText(obj["response"], failed); text != "" {
+			opts = append(opts, acpsdk.WithUpdateContent([]acpsdk.ToolCallContent{acpsdk.ToolContent(acpsdk.TextBlock(text))}))
+		}
 		if id == "" {
 			// Its call is found by name (openCalls.updates).
 			opts = append(opts, acpsdk.WithUpdateTitle(name))
@@ -141,6 +145,95 @@ func responseFailed(resp any) bool {
 		return e
 	}
 	return true
+}
+
+// MaxToolContent bounds the text of a tool call's content (toolOutputText)
+// in bytes: the renderer's scratch bound (render.MaxScratch), so that a
+// tool's output shown in an editor's card never makes its notification
+// one the renderer does not keep a buffer for twice over; the whole output
+// is the update's rawOutput.
+const MaxToolContent = render.MaxScratch
+
+// toolOutputText is the text of a function_response's response (resp) as
+// an editor reads it in the tool call's card (its content): for a failed
+// call the error's text (its "error" member: a string as is, an object's
+// message, else the object as indented JSON), else the output: an MCP
+// CallToolResult's text blocks (isError or not), a string as is (a JSON
+// object or array in a string, as rawJSON reads it, as that value), any
+// other value as indented JSON; "" for none. A text over MaxToolContent is
+// cut at a character's boundary, with a note of what was left out.
+func toolOutputText(resp any, failed bool) string {
+	if raw, ok := rawJSON(resp).(json.RawMessage); ok {
+		var v any
+		if json.Unmarshal(raw, &v) == nil {
+			resp = v
+		}
+	}
+	text := ""
+	m, _ := resp.(map[string]any)
+	switch e := m["error"]; {
+	case failed && e != nil && e != false && e != "":
+		text = errorText(e)
+	case m != nil && mcpText(m["content"]) != "":
+		text = mcpText(m["content"])
+	default:
+		text = valueText(resp)
+	}
+	return boundText(text)
+}
+
+// errorText is the text of a tool response's error member e.
+func errorText(e any) string {
+	if m, ok := e.(map[string]any); ok {
+		if msg, ok := m["message"].(string); ok && msg != "" {
+			return msg
+		}
+	}
+	return valueText(e)
+}
+
+// mcpText joins the text blocks of content, an MCP CallToolResult's
+// content ([{type: text, text}, …]); "" when it has none.
+func mcpText(content any) string {
+	blocks, _ := content.([]any)
+	var texts []string
+	for _, b := range blocks {
+		if m, ok := b.(map[string]any); ok && m["type"] == "text" {
+			if t, ok := m["text"].(string); ok && t != "" {
+				texts = append(texts, t)
+			}
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// valueText is v as text: a string as is, nothing for nil, any other
+// value as indented JSON.
+func valueText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// boundText cuts text to MaxToolContent bytes at a character's boundary,
+// noting how much was left out and where the whole is.
+func boundText(text string) string {
+	if len(text) <= MaxToolContent {
+		return text
+	}
+	cut := MaxToolContent
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut] + fmt.Sprintf("\n… (%d more bytes: the whole output is the tool call's rawOutput)", len(text)-cut)
 }
 
 // callID is the toolCallId of the i-th update of frame r when the agent
@@ -214,7 +307,8 @@ func (o *openCalls) updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 			tu.ToolCallId, tu.Title = o.ids[j], nil
 			continue
 		}
-		opts := []acpsdk.ToolCallStartOpt{acpsdk.WithStartKind(acpsdk.ToolKindOther), acpsdk.WithStartRawOutput(tu.RawOutput)}
+		opts := []acpsdk.ToolCallStartOpt{acpsdk.WithStartKind(acpsdk.ToolKindOther), acpsdk.WithStartRawOutput(tu.RawOutput),
+			acpsdk.WithStartContent(tu.Content)}
 		if tu.Status != nil {
 			opts = append(opts, acpsdk.WithStartStatus(*tu.Status))
 		}

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/acp"
 )
 
 // toolAgent answers a prompt by its text: it announces the tool call
@@ -22,6 +25,9 @@ import (
 //     runs;
 //   - "error": a function_response whose response carries an error, then
 //     completes;
+//   - "plain": a function_response whose response is a plain string;
+//   - "mcp": one whose response is an MCP CallToolResult with isError;
+//   - "big": one whose response is a string of 200 KiB;
 //   - "fail": no response: it fails the turn (e2a.error);
 //   - "hang": no response: it waits for the turn's cancel.
 func toolAgent(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
@@ -32,10 +38,17 @@ func toolAgent(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 		return err
 	}
 	switch text {
-	case "ran", "error":
-		resp := `{"temp":"20°C"}`
-		if text == "error" {
+	case "ran", "error", "plain", "mcp", "big":
+		var resp any = `{"temp":"20°C"}`
+		switch text {
+		case "error":
 			resp = `{"error":"the weather service is down"}`
+		case "plain":
+			resp = "sunny, 20°C"
+		case "mcp":
+			resp = map[string]any{"isError": true, "content": []any{map[string]any{"type": "text", "text": "no such city"}}}
+		case "big":
+			resp = strings.Repeat("é", 100<<10)
 		}
 		if err := w.Chunk(e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionResponse, ID: id, Name: "get_weather",
 			Response: resp}); err != nil {
@@ -180,4 +193,88 @@ func TestToolCallRawOutputObject(t *testing.T) {
 	if !reflect.DeepEqual(replayed, want) {
 		t.Errorf("session/load rawOutput %#v; want %#v", replayed, want)
 	}
+}
+
+// toolContents returns the text of each content block of the tool calls
+// of updates (tool_call and tool_call_update), by call id, and whether
+// a tool_call (the call's start) carried any.
+func toolContents(t *testing.T, updates []acpsdk.SessionUpdate) (texts map[string][]string, atStart bool) {
+	t.Helper()
+	texts = map[string][]string{}
+	add := func(id acpsdk.ToolCallId, cs []acpsdk.ToolCallContent) {
+		for _, c := range cs {
+			if c.Content == nil || c.Content.Content.Text == nil {
+				t.Errorf("tool call %s: content %+v, want a text block", id, c)
+				continue
+			}
+			texts[string(id)] = append(texts[string(id)], c.Content.Content.Text.Text)
+		}
+	}
+	for _, u := range updates {
+		switch {
+		case u.ToolCall != nil:
+			atStart = atStart || len(u.ToolCall.Content) > 0
+			add(u.ToolCall.ToolCallId, u.ToolCall.Content)
+		case u.ToolCallUpdate != nil:
+			add(u.ToolCallUpdate.ToolCallId, u.ToolCallUpdate.Content)
+		}
+	}
+	return texts, atStart
+}
+
+// TestToolCallContent: the tool_call_update that ends a call carries the
+// tool's output as its content (ACP's ToolCallContent, a text block), which
+// is what an editor's tool card shows: an object as indented JSON, a string
+// as is, a failed call its error text (an "error" member, an MCP
+// CallToolResult's text), an output over the bound cut at a character's
+// boundary with a note; rawOutput stays the whole output. The call's start
+// has no content (its args are rawInput). acp-go-sdk's client over stdio
+// from a real pipeline, live and on session/load. Without it the cards
+// were empty: the updates had rawInput and rawOutput alone.
+func TestToolCallContent(t *testing.T) {
+	s := stdioSession(t, toolAgent)
+	want := map[string]string{
+		"ran":   "{\n  \"temp\": \"20°C\"\n}",
+		"error": "the weather service is down",
+		"plain": "sunny, 20°C",
+		"mcp":   "no such city",
+	}
+	check := func(what string, texts map[string][]string, atStart bool) {
+		t.Helper()
+		if atStart {
+			t.Errorf("%s: a tool_call carries content; want none at the call's start", what)
+		}
+		for text, w := range want {
+			if got := texts["call_"+text]; len(got) != 1 || got[0] != w {
+				t.Errorf("%s: %s: content %q, want [%q]", what, text, got, w)
+			}
+		}
+		big := texts["call_big"]
+		if len(big) != 1 || len(big[0]) > acp.MaxToolContent+200 || !utf8.ValidString(big[0]) ||
+			!strings.HasPrefix(big[0], strings.Repeat("é", 100)) || !strings.Contains(big[0], "rawOutput") {
+			n := 0
+			if len(big) == 1 {
+				n = len(big[0])
+			}
+			t.Errorf("%s: big: %d block(s), %d bytes; want one, bounded near %d bytes, valid UTF-8, noting rawOutput", what, len(big), n, acp.MaxToolContent)
+		}
+	}
+	var live []acpsdk.SessionUpdate
+	for _, text := range []string{"ran", "error", "plain", "mcp", "big"} {
+		res, err := s.Conn.Prompt(s.Ctx, acpsdk.PromptRequest{SessionId: s.ID, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
+		if err != nil || res.StopReason != acpsdk.StopReasonEndTurn {
+			t.Fatalf("%s: prompt %+v %v", text, res, err)
+		}
+		live = append(live, s.Rec.Take(s.ID)...)
+	}
+	texts, atStart := toolContents(t, live)
+	check("live", texts, atStart)
+	if out := rawOutputs(live); len(out) != 5 || out[4] != strings.Repeat("é", 100<<10) {
+		t.Errorf("rawOutputs: %d, the big one cut; want 5, whole", len(out))
+	}
+	if _, err := s.Conn.LoadSession(s.Ctx, acpsdk.LoadSessionRequest{SessionId: s.ID, Cwd: "/work", McpServers: []acpsdk.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	texts, atStart = toolContents(t, s.Rec.Take(s.ID))
+	check("session/load", texts, atStart)
 }
