@@ -3,13 +3,18 @@ package ingress_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	acp "github.com/coder/acp-go-sdk"
+
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/acptest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
@@ -84,6 +89,38 @@ func TestACPMCPServerURLSecretsStripped(t *testing.T) {
 	for _, secret := range []string{"pw-hunter2", "tok-query-1", "tok-query-2"} {
 		if strings.Contains(string(b), secret) {
 			t.Errorf("the MCP servers' url secret %q reached the agent (so E2A_REQUESTS): %s", secret, b)
+		}
+	}
+}
+
+// TestACPMCPCapabilities: the door forwards HTTP and SSE MCP servers
+// (session/new stores them, every prompt hands them to the agent:
+// TestACPMCPServerURLSecretsStripped), so initialize advertises them in
+// agentCapabilities.mcpCapabilities, as ACP requires before a client may
+// send one (stdio servers need no capability); it advertises no "acp"
+// (MCP over ACP: the agent would have to reach the server through the
+// client's connection, which the door does not relay). Read by
+// acp-go-sdk's client over stdio, and decoded as the SDK's
+// InitializeResponse over HTTP. Both read http and sse false: initialize
+// left mcpCapabilities out.
+func TestACPMCPCapabilities(t *testing.T) {
+	z := startACPHTTP(t, demo.New())
+	s := acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
+		return ingress.ServeACPStdio(ctx, in, out, z.p.Ingress)
+	})
+	ini, err := s.Conn.Initialize(s.Ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := z.post(s.Ctx, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	var overHTTP acp.InitializeResponse
+	if len(msgs) != 1 || msgs[0].Error != nil || json.Unmarshal(msgs[0].Result, &overHTTP) != nil {
+		t.Fatalf("initialize over HTTP: %+v", msgs)
+	}
+	for name, got := range map[string]acp.McpCapabilities{"stdio": ini.AgentCapabilities.McpCapabilities,
+		"HTTP": overHTTP.AgentCapabilities.McpCapabilities} {
+		if !got.Http || !got.Sse || got.Acp {
+			t.Errorf("initialize over %s: mcpCapabilities %+v; want http and sse true (forwarded), acp false", name, got)
 		}
 	}
 }

@@ -256,11 +256,21 @@ func (d *frontDoor) initialize(rep host.Reply, in host.Call, req *jsonrpc.Reques
 		"agentCapabilities": map[string]any{
 			"loadSession":        true,
 			"promptCapabilities": promptCapabilities(d.poolModes(in.Ctx, d.promptPool(nin, res))),
+			"mcpCapabilities":    mcpCapabilities(),
 		},
 		"authMethods": d.authMethods(in),
 		"agentInfo":   map[string]any{"name": "e2a-pipeline", "title": "E2A Pipeline", "version": "1"},
 	})
 }
+
+// mcpCapabilities is initialize's agentCapabilities.mcpCapabilities: the
+// transports of MCP servers, beyond stdio (which ACP requires of every
+// agent), that session/new and session/load accept (checkMCPServers) and
+// every prompt hands to the agent: http and sse. An "acp" server (MCP
+// over ACP, unstable in the schema) is not advertised: its agent would
+// reach it through the client's ACP connection, which the door does not
+// relay.
+func mcpCapabilities() map[string]any { return map[string]any{"http": true, "sse": true} }
 
 // authenticate accepts a configured method the request carrying it
 // authenticated with (p.Scheme; it has passed auth): one that came without

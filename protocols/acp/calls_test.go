@@ -63,7 +63,7 @@ func TestCalls(t *testing.T) {
 	// defaults (text/plain, application/json), so neither image nor audio.
 	init := call(t, h, "initialize", map[string]any{"protocolVersion": 1})
 	b, _ := json.Marshal(init.result)
-	if init.err != nil || string(b) != `{"agentCapabilities":{"loadSession":true,"promptCapabilities":{"audio":false,"embeddedContext":true,"image":false}},"agentInfo":{"name":"e2a-pipeline","title":"E2A Pipeline","version":"1"},"authMethods":[{"description":"send the key","id":"apiKey","name":"API key"}],"protocolVersion":1}` {
+	if init.err != nil || string(b) != `{"agentCapabilities":{"loadSession":true,"mcpCapabilities":{"http":true,"sse":true},"promptCapabilities":{"audio":false,"embeddedContext":true,"image":false}},"agentInfo":{"name":"e2a-pipeline","title":"E2A Pipeline","version":"1"},"authMethods":[{"description":"send the key","id":"apiKey","name":"API key"}],"protocolVersion":1}` {
 		t.Fatalf("initialize: %s %v", b, init.err)
 	}
 	if r := call(t, h, "authenticate", map[string]any{"methodId": "bearer"}); r.err == nil || r.err.Code != jsonrpc.CodeInvalidParams {

@@ -11,7 +11,8 @@
 //
 //   - initialize, authenticate, logout are answered locally: protocol
 //     version 1, loadSession, the prompt capabilities of the pool prompts
-//     go to (image and audio by its input modes: [InputModes]), and one auth method
+//     go to (image and audio by its input modes: [InputModes]), the MCP
+//     capabilities http and sse (servers forwarded to the agent), and one auth method
 //     per scheme the host has (host.Authentication; over HTTP the
 //     credential travels in the headers, so authenticate only checks the
 //     method id), described for the transport: over stdio, where the
