@@ -407,7 +407,13 @@ func TestACPAuth(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, decodeMsg(t, b)
 	}
+	// initialize is answered without a credential, with the auth methods
+	// (TestACPInitializeWithoutCredential); a session is not.
 	code, m := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	if code != 200 || !strings.Contains(string(m.Result), `"id":"apiKey"`) {
+		t.Fatalf("initialize without a credential: %d %s %+v", code, m.Result, m.Error)
+	}
+	code, m = post("", `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
 	if code != http.StatusUnauthorized || m.Error == nil || m.Error.Code != -32000 {
 		t.Fatalf("unauthenticated: %d %+v", code, m.Error)
 	}

@@ -5,16 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	acp "github.com/coder/acp-go-sdk"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
@@ -224,4 +229,102 @@ func TestDisabledEverywhere(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(b), `"unauthorized_client"`) || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Errorf("token endpoint, disabled client: %d %v %s", resp.StatusCode, resp.Header, b)
 	}
+}
+
+// TestACPInitializeWithoutCredential: under auth (an API key required),
+// POST /acp answers initialize, and only it, to a caller that presents no
+// credential, so that an ACP client learns the authMethods from its
+// result (ACP: initialize, then authenticate, then sessions) rather than
+// from WWW-Authenticate alone; it was 401 like every other call.
+// Everything else stays as it was: every other method without a
+// credential is 401 -32000 (session/new, session/load, session/prompt,
+// authenticate, an extension method, initialize as a notification, in a
+// batch, in a body over the refusal bound or of unknown length), nothing
+// is published; a wrong key is 401 on initialize too and counts against
+// its address (the failure limit then refuses it 429); and the anonymous
+// initialize calls are charged to the anonymous principal's rate limit
+// (429 once it is spent).
+func TestACPInitializeWithoutCredential(t *testing.T) {
+	const perMinute = 3
+	clock := &authClock{now: time.Now()}
+	lim := ingress.NewLimiter(nil, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: perMinute}}, ingress.WithLimiterClock(testkit.MidMinute()))
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(limitedAuth(t, clock, prometheus.NewRegistry())), ingress.WithLimiter(lim)))
+	p.Pool("demo", demo.New())
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
+	post := func(body string, hdr ...string) (int, []byte) {
+		resp, b := do(t, "POST", p.URL+"/acp", body, hdr...)
+		return resp.StatusCode, b
+	}
+
+	// alice's session, which the calls below name.
+	status, b := post(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`, "X-Api-Key", aliceDoorKey)
+	var sess acp.NewSessionResponse
+	if err := json.Unmarshal(rpcResult(b), &sess); status != 200 || err != nil || sess.SessionId == "" {
+		t.Fatalf("alice's session/new: %d %s", status, b)
+	}
+
+	status, b = post(initialize)
+	var ini acp.InitializeResponse
+	if err := json.Unmarshal(rpcResult(b), &ini); status != 200 || err != nil || len(ini.AuthMethods) != 1 ||
+		ini.AuthMethods[0].Agent == nil || ini.AuthMethods[0].Agent.Id != "apiKey" {
+		t.Fatalf("initialize without a credential: %d %s; want 200 with the apiKey auth method", status, b)
+	}
+
+	before := streamMsgs(t, p.JS, "E2A_REQUESTS")
+	pad := `,"_meta":{"pad":"` + strings.Repeat("x", 70<<10) + `"}`
+	for name, body := range map[string]string{
+		"session/new":    `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`,
+		"session/load":   `{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"` + string(sess.SessionId) + `","cwd":"/w","mcpServers":[]}}`,
+		"session/prompt": `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"` + string(sess.SessionId) + `","prompt":[{"type":"text","text":"hi"}]}}`,
+		"authenticate":   `{"jsonrpc":"2.0","id":2,"method":"authenticate","params":{"methodId":"apiKey"}}`,
+		"extension":      `{"jsonrpc":"2.0","id":2,"method":"_e2a/echo","params":{}}`,
+		"notification":   `{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":1}}`,
+		"batch":          `[` + initialize + `]`,
+		"mixed batch":    `[` + initialize + `,{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}]`,
+		"large":          `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1` + pad + `}}`,
+	} {
+		if status, b := post(body); status != http.StatusUnauthorized || rpcCode(b) != "-32000" {
+			t.Errorf("%s without a credential: %d %.200s; want 401 -32000", name, status, b)
+		}
+	}
+	req, err := http.NewRequest("POST", p.URL+"/acp", io.MultiReader(strings.NewReader(initialize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, b := testkit.Send(t, req); resp.StatusCode != http.StatusUnauthorized || req.ContentLength != 0 {
+		t.Errorf("initialize of unknown length (chunked) without a credential: %d %s; want 401", resp.StatusCode, b)
+	}
+	if after := streamMsgs(t, p.JS, "E2A_REQUESTS"); after != before {
+		t.Errorf("%d requests published for calls without a credential", after-before)
+	}
+
+	// A wrong key is checked, and counted, on initialize too.
+	for i := 0; i < authLimitMax; i++ {
+		if status, b := post(initialize, "X-Api-Key", wrongDoorKey); status != http.StatusUnauthorized {
+			t.Fatalf("initialize with a wrong key: %d %s; want 401", status, b)
+		}
+	}
+	if status, b := post(initialize, "X-Api-Key", wrongDoorKey); status != http.StatusTooManyRequests {
+		t.Errorf("initialize with a wrong key over the failure limit: %d %s; want 429", status, b)
+	}
+
+	// The anonymous initialize calls spend the anonymous principal's rate
+	// limit (the first above was one).
+	for i := 1; i < perMinute; i++ {
+		if status, b := post(initialize); status != 200 {
+			t.Fatalf("initialize %d without a credential: %d %s", i+1, status, b)
+		}
+	}
+	if status, b := post(initialize); status != http.StatusTooManyRequests {
+		t.Errorf("initialize without a credential over the rate limit: %d %s; want 429", status, b)
+	}
+}
+
+// rpcResult is the result of a JSON-RPC response b.
+func rpcResult(b []byte) json.RawMessage {
+	var v struct {
+		Result json.RawMessage `json:"result"`
+	}
+	_ = json.Unmarshal(b, &v)
+	return v.Result
 }

@@ -82,7 +82,7 @@ func TestAuthEveryEndpoint(t *testing.T) {
 				t.Fatalf("body %s", b)
 			}
 		}},
-		{"acp", "/acp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`, func(t *testing.T, b []byte) {
+		{"acp", "/acp", `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`, func(t *testing.T, b []byte) {
 			var r struct{ Error *ingress.Error }
 			if json.Unmarshal(b, &r) != nil || r.Error == nil {
 				t.Fatalf("body %s", b)

@@ -28,16 +28,25 @@ type errorShape = host.Refuse
 // A call its door marked as a cancel (host.WithCancel) is admitted on the
 // principal's budget of cancels when the rate limit refuses it (rateLimit).
 func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, shape errorShape) (Principal, bool) {
-	return s.gateCancel(w, r, protocol, shape, host.CancelTest(r.Context()))
+	return s.gateCancel(w, r, protocol, shape, host.CancelTest(r.Context()), nil)
 }
 
-// gateCancel is gate, cancel the test of a cancel (nil: the call is none).
-func (s *Server) gateCancel(w http.ResponseWriter, r *http.Request, protocol string, shape errorShape, cancel func() bool) (Principal, bool) {
+// gateCancel is gate, cancel the test of a cancel (nil: the call is none)
+// and open the test of an open call (host.RPCEndpoint.Open; nil: the call
+// is none): a request that presents no credential where the auth requires
+// one is admitted when open reports true, as the unauthenticated
+// principal (no user id: the rate limit counts it as the anonymous
+// principal); a presented credential is checked as always.
+func (s *Server) gateCancel(w http.ResponseWriter, r *http.Request, protocol string, shape errorShape, cancel, open func() bool) (Principal, bool) {
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
 	if s.opts.auth != nil {
 		var err error
 		p, err = s.authenticated(r)
+		none := !presentsCredential(r.Header)
 		StripCredentialHeaders(r.Header)
+		if err != nil && none && open != nil && open() {
+			p, err = Principal{IdentityOrigin: "user"}, nil
+		}
 		if err != nil {
 			s.metrics.authFailures.WithLabelValues(protocol).Inc()
 			host.CloseUnread(w.Header(), r)

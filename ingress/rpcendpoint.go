@@ -33,13 +33,16 @@ type rpcEndpoint struct {
 	// cancels reports the methods that cancel a request of the caller
 	// (host.RPCEndpoint.Cancels); nil: none.
 	cancels func(method string) bool
+	// open reports the methods answered without a credential where auth
+	// requires one (host.RPCEndpoint.Open); nil: none.
+	open func(method string) bool
 }
 
 // rpcEndpointOf is the endpoint of a protocol package, its calls made for
 // the principal as a host.RPCCaller.
 func (s *Server) rpcEndpointOf(e host.RPCEndpoint) rpcEndpoint {
 	return rpcEndpoint{protocol: e.Protocol, shape: e.Refuse, streaming: e.Streaming, metric: e.Metric,
-		notifyErrors: e.NotifyErrors, lines: e.Lines, cancels: e.Cancels,
+		notifyErrors: e.NotifyErrors, lines: e.Lines, cancels: e.Cancels, open: e.Open,
 		call: func(rep host.Reply, in host.Call, p Principal, req *Request) {
 			e.Serve(rep, in, rpcCaller{s: s, p: p, fresh: newFreshIDs(in.Ctx), rec: recorderOf(rep.Stream())}, req)
 		}}
@@ -56,6 +59,25 @@ func (e rpcEndpoint) cancelTest(r *http.Request) func() bool {
 	return func() bool {
 		body, whole := host.PeekBody(r, host.MaxCancelBody)
 		return whole && host.IsCancelCall(body, cancels)
+	}
+}
+
+// openTest is the gate's test of an open call of r (rateLimit's
+// counterpart for auth: gateCancel): its body, of a declared length within
+// host.MaxRefusalBody (servePeeked has read no more of a caller without a
+// credential: host.RefusalBody), read then put back, is one call of an
+// open method (host.IsOpenCall). nil when the endpoint has none.
+func (e rpcEndpoint) openTest(r *http.Request) func() bool {
+	open := e.open
+	if open == nil {
+		return nil
+	}
+	return func() bool {
+		if r.ContentLength <= 0 || r.ContentLength > host.MaxRefusalBody {
+			return false
+		}
+		body, whole := host.PeekBody(r, host.MaxRefusalBody)
+		return whole && host.IsOpenCall(body, open)
 	}
 }
 
@@ -124,7 +146,7 @@ func (s *Server) serveRPCAt(w http.ResponseWriter, r *http.Request, e rpcEndpoin
 		logRequest(s.opts.log, r, rec.Code, received, rec.requestID, slog.String("rpc", method))
 	}()
 	w = rec
-	p, ok := s.gateCancel(w, r, e.protocol, e.shape, e.cancelTest(r))
+	p, ok := s.gateCancel(w, r, e.protocol, e.shape, e.cancelTest(r), e.openTest(r))
 	if !ok {
 		return
 	}

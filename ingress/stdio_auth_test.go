@@ -283,7 +283,7 @@ func TestStdioCredentialValidated(t *testing.T) {
 func TestACPHTTPRefusalEchoesID(t *testing.T) {
 	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(pipetest.KeyAuth(t, map[string]string{"alice": stdioAliceKey}, nil))))
 	for body, want := range map[string]string{
-		`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":1}}`:            `7`,
+		`{"jsonrpc":"2.0","id":7,"method":"authenticate","params":{"methodId":"apiKey"}}`:          `7`,
 		`{"jsonrpc":"2.0","id":"x-1","method":"session/new","params":{"cwd":"/","mcpServers":[]}}`: `"x-1"`,
 		`{"jsonrpc":"2.0","id":{"a":1},"method":"initialize"}`:                                     `null`,
 		`[{"jsonrpc":"2.0","id":8,"method":"initialize","params":{"protocolVersion":1}}]`:          `null`,

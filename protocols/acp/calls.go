@@ -73,11 +73,18 @@ type sessionConfig struct {
 func Endpoint(h host.RPCHost) host.RPCEndpoint {
 	f := &frontDoor{h: h}
 	return host.RPCEndpoint{Protocol: Name, Refuse: Refuse, Streaming: Streaming, Metric: Label, Serve: f.serve, Peek: peek,
-		Cancels: Cancels,
+		Cancels: Cancels, Open: Open,
 		Lines: &host.Lines{CancelMethod: CancelRequest,
 			Cancelled: &jsonrpc.Error{Code: jsonrpc.CodeACPRequestCancelled, Message: "Request cancelled"},
 			Classify:  classify}}
 }
+
+// Open reports ACP's method answered over HTTP without a credential
+// where auth requires one (host.RPCEndpoint.Open): initialize, which
+// publishes nothing and reads no session, and whose result's authMethods
+// are how an ACP client learns to authenticate (then authenticate, then
+// sessions, each with the credential).
+func Open(method string) bool { return method == e2a.ACPInitialize }
 
 // Cancels reports ACP's method that cancels the caller's requests,
 // session/cancel (host.RPCEndpoint.Cancels).

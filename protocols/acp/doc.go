@@ -80,7 +80,9 @@
 //
 // Unknown sessions are answered with ACP's -32002 (resource not found); a
 // session of another principal is unknown. Auth failures use ACP's -32000
-// (authentication required) with HTTP 401 ([Refuse]). Over stdio
+// (authentication required) with HTTP 401 ([Refuse]); initialize alone is
+// answered over HTTP to a caller without a credential ([Open]), so that it
+// reads the authMethods. Over stdio
 // ([host.Lines]), a session/cancel also cancels the session's prompts in
 // flight on the connection, and $/cancel_request cancels a session/prompt
 // in the pipeline (it then ends with stopReason "cancelled") and stops any

@@ -48,17 +48,41 @@ func IsCancelCall(body []byte, isCancel func(method string) bool) bool {
 	if isCancel == nil || len(body) > MaxCancelBody {
 		return false
 	}
-	calls, batch, err := jsonrpc.Decode(body, jsonrpc.DecodeOptions{})
-	if err != nil || batch || len(calls) != 1 || calls[0].Err != nil {
+	req, ok := oneCall(body)
+	return ok && IsCancelRequest(req, isCancel)
+}
+
+// IsOpenCall reports whether body is one JSON-RPC 2.0 call with an id (not
+// a batch, not a notification), valid, of a method open accepts
+// ([RPCEndpoint.Open]), its params an object, within [MaxRefusalBody].
+func IsOpenCall(body []byte, open func(method string) bool) bool {
+	if open == nil || len(body) > MaxRefusalBody {
 		return false
 	}
-	return IsCancelRequest(&calls[0].Request, isCancel)
+	req, ok := oneCall(body)
+	return ok && !req.IsNotification() && callOf(req, open)
+}
+
+// oneCall is the call of body when body is one valid JSON-RPC 2.0 call
+// (not a batch).
+func oneCall(body []byte) (*jsonrpc.Request, bool) {
+	calls, batch, err := jsonrpc.Decode(body, jsonrpc.DecodeOptions{})
+	if err != nil || batch || len(calls) != 1 || calls[0].Err != nil {
+		return nil, false
+	}
+	return &calls[0].Request, true
 }
 
 // IsCancelRequest reports whether req, a valid JSON-RPC request, is a call
 // of a method isCancel accepts, its params an object.
 func IsCancelRequest(req *jsonrpc.Request, isCancel func(method string) bool) bool {
-	if isCancel == nil || !isCancel(req.Method) {
+	return callOf(req, isCancel)
+}
+
+// callOf reports whether req is a call of a method accept accepts, its
+// params an object.
+func callOf(req *jsonrpc.Request, accept func(method string) bool) bool {
+	if accept == nil || !accept(req.Method) {
 		return false
 	}
 	p := bytes.TrimLeft(req.Params, " \t\r\n")

@@ -37,6 +37,30 @@ func TestIsCancelCall(t *testing.T) {
 	}
 }
 
+// TestIsOpenCall: only one valid JSON-RPC call with an id of an open
+// method, its params an object, within host.MaxRefusalBody, is an open
+// call: not a notification, nor a batch, nor any other method.
+func TestIsOpenCall(t *testing.T) {
+	open := func(m string) bool { return m == "initialize" }
+	call := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
+	for body, want := range map[string]bool{
+		call: true,
+		`{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":1}}`: false, // a notification
+		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/"}}`:   false,
+		"[" + call + "]": false,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":[1]}`:                                                      false,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"initialize","params":{}}`:                                                 false,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"p":"` + strings.Repeat("x", host.MaxRefusalBody) + `"}}`: false,
+	} {
+		if got := host.IsOpenCall([]byte(body), open); got != want {
+			t.Errorf("IsOpenCall(%.80s) = %v, want %v", body, got, want)
+		}
+	}
+	if host.IsOpenCall([]byte(call), nil) {
+		t.Error("an open call of an endpoint without open methods")
+	}
+}
+
 // TestPeekBody: PeekBody reads at most limit+1 bytes, says whether the
 // body is whole, and the request's handler then reads the body as sent,
 // a body longer than the limit too.

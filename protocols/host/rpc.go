@@ -116,6 +116,16 @@ type RPCEndpoint struct {
 	// to the v1.0 handler), or nil and the refusal the gate writes for
 	// this body (A2A: echoing the call's id).
 	Peek func(body []byte) (divert http.Handler, refuse Refuse)
+	// Open, when set, reports the methods answered over HTTP to a caller
+	// that presents no credential where the server's auth requires one
+	// (ACP: initialize, whose result lists the auth methods the client
+	// then uses): a single call with an id of one ([IsOpenCall]), its
+	// body of a declared length within [MaxRefusalBody], is admitted
+	// unauthenticated, counted by the rate limit as the anonymous
+	// principal. Such a method must publish nothing and read no task or
+	// session. A presented credential is always checked; a batch, a
+	// notification, any other method is refused as before. Nil: none.
+	Open func(method string) bool
 	// Cancels, when set, reports the methods that cancel a request of the
 	// caller (A2A tasks/cancel, ACP session/cancel): a single such call
 	// ([IsCancelCall]) is admitted on the caller's budget of cancels when
