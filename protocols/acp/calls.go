@@ -594,7 +594,7 @@ func (d *frontDoor) leftPending(ctx context.Context, rec *host.Session) openCall
 				calls.track(u)
 			}
 		}
-		calls.end(true)
+		calls.end(frames[len(frames)-1], nil) // interrupted: keeps them pending
 		open = calls
 	}
 	return open.next()
@@ -958,8 +958,7 @@ func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string
 			calls.track(u)
 		}
 		if r.IsFinal {
-			_, _, interrupted := r.Interrupt()
-			ups = append(ups, calls.end(interrupted)...)
+			ups = append(ups, calls.end(r, nil)...)
 		}
 		for _, u := range ups {
 			if err := emit(u); err != nil {

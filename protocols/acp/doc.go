@@ -42,7 +42,8 @@
 //     at most [MaxToolContent] bytes; a start has none); a call the turn ends without a result
 //     for (a model's tool call nobody runs: the OpenAI bridge's
 //     finish_reason "tool_calls"; a failed or cancelled turn) gets a
-//     tool_call_update failed before the answer, never left running; a
+//     tool_call_update failed before the answer, never left running, its
+//     content a line saying why (ended, failed or cancelled: endText); a
 //     turn interrupted for input or auth leaves its open calls pending,
 //     and the session's next turn ends them: with their results, or
 //     failed at its end when it gives none. An agent's native updates

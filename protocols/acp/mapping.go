@@ -101,7 +101,7 @@ func chunkUpdate(c e2a.ChunkBody) (acpsdk.SessionUpdate, bool) {
 		}
 		opts := []acpsdk.ToolCallUpdateOpt{acpsdk.WithUpdateStatus(status), acpsdk.WithUpdateRawOutput(rawJSON(obj["response"]))}
 		if text := toolOutputText(obj["response"], failed); text != "" {
-			opts = append(opts, acpsdk.WithUpdateContent([]acpsdk.ToolCallContent{acpsdk.ToolContent(acpsdk.TextBlock(text))}))
+			opts = append(opts, textContent(text))
 		}
 		if id == "" {
 			// Its call is found by name (openCalls.updates).
@@ -145,6 +145,12 @@ func responseFailed(resp any) bool {
 		return e
 	}
 	return true
+}
+
+// textContent sets a tool_call_update's content to text, one text block
+// (ACP's ToolCallContent, what an editor's tool card shows).
+func textContent(text string) acpsdk.ToolCallUpdateOpt {
+	return acpsdk.WithUpdateContent([]acpsdk.ToolCallContent{acpsdk.ToolContent(acpsdk.TextBlock(text))})
 }
 
 // MaxToolContent bounds the text of a tool call's content (toolOutputText)
@@ -466,26 +472,68 @@ func (o *openCalls) forget(id acpsdk.ToolCallId) {
 	delete(o.titles, id)
 }
 
-// end returns the tool_call_update of each call still open: status
-// failed, the calls forgotten; or pending when the turn ended interrupted
-// (the agent asks for input or auth, e.g. the approval of that very call:
-// ACP's status for a call awaiting approval), the calls kept open for the
-// next turn (next), whose response ends them, or whose end does when it
-// never answers them: a call left pending by a turn whose next turn ended
-// without its result stayed pending for ever (an editor's spinner).
-func (o *openCalls) end(interrupted bool) []acpsdk.SessionUpdate {
-	status := acpsdk.ToolCallStatusFailed
-	if interrupted {
-		status = acpsdk.ToolCallStatusPending
+// end returns the tool_call_update of each call still open at the end of
+// a turn whose final frame is final (nil: the turn broke off with broke,
+// the error its answer is): status failed, with a line of content saying
+// why (endText: an editor's card was empty), the calls forgotten; or
+// pending when the turn ended interrupted (the agent asks for input or
+// auth, e.g. the approval of that very call: ACP's status for a call
+// awaiting approval), the calls kept open for the next turn (next), whose
+// response ends them, or whose end does when it never answers them: a
+// call left pending by a turn whose next turn ended without its result
+// stayed pending for ever (an editor's spinner).
+func (o *openCalls) end(final *e2a.Response, broke error) []acpsdk.SessionUpdate {
+	if len(o.ids) == 0 {
+		return nil
+	}
+	_, _, interrupted := final.Interrupt()
+	opts := []acpsdk.ToolCallUpdateOpt{acpsdk.WithUpdateStatus(acpsdk.ToolCallStatusPending)}
+	if !interrupted {
+		opts = []acpsdk.ToolCallUpdateOpt{acpsdk.WithUpdateStatus(acpsdk.ToolCallStatusFailed),
+			textContent(endText(final, broke))}
 	}
 	out := make([]acpsdk.SessionUpdate, 0, len(o.ids))
 	for _, id := range o.ids {
-		out = append(out, acpsdk.UpdateToolCall(id, acpsdk.WithUpdateStatus(status)))
+		out = append(out, acpsdk.UpdateToolCall(id, opts...))
 	}
 	if !interrupted {
 		o.ids, o.titles = nil, nil
 	}
 	return out
+}
+
+// endText is the content of a tool call its turn ended without a result
+// for (end): why, as the turn's answer tells it (Final of its final
+// frame; broke's code when it has none): cancelled, failed (an error
+// answer), or ended (with the stopReason when it is not end_turn).
+func endText(final *e2a.Response, broke error) string {
+	const (
+		cancelled = "cancelled: the turn was cancelled before the tool answered"
+		failed    = "no result: the turn failed before the tool answered"
+	)
+	if final == nil {
+		if _, code := egress.Classify(broke); code == egress.CodeCancelled {
+			return cancelled
+		}
+		return failed
+	}
+	res := Final(final, nil)
+	var stop acpsdk.StopReason
+	switch r := res.Result.(type) {
+	case acpsdk.PromptResponse:
+		stop = r.StopReason
+	case map[string]any: // an ACP prompt result frame's (E2AResponseToACPJSONRPCResponse)
+		stop, _ = r["stopReason"].(acpsdk.StopReason)
+	}
+	switch {
+	case res.Error != nil:
+		return failed
+	case stop == acpsdk.StopReasonCancelled:
+		return cancelled
+	case stop == acpsdk.StopReasonEndTurn || stop == "":
+		return "no result: the turn ended before the tool answered"
+	}
+	return "no result: the turn ended (" + string(stop) + ") before the tool answered"
 }
 
 // next returns the tracker of the turn after o's: the calls o's turn left

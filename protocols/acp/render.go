@@ -135,17 +135,16 @@ func (r *renderer) Frame(f *render.Frame) error {
 	if !resp.IsFinal {
 		return nil
 	}
-	_, _, interrupted := resp.Interrupt()
-	if err := r.endCalls(interrupted); err != nil {
+	if err := r.endCalls(resp, nil); err != nil {
 		return err
 	}
 	return r.emit(render.SeqID(f), Final(resp, r.p.JSONRPCID))
 }
 
-// endCalls ends the turn's tool calls still open (openCalls), before the
-// session/prompt's answer (interrupted: the turn asks for input).
-func (r *renderer) endCalls(interrupted bool) error {
-	for _, u := range r.calls.end(interrupted) {
+// endCalls ends the turn's tool calls still open (openCalls.end), before
+// the session/prompt's answer: final, or the error broke.
+func (r *renderer) endCalls(final *e2a.Response, broke error) error {
+	for _, u := range r.calls.end(final, broke) {
 		if err := r.emit("", notification(r.p.SessionID, u)); err != nil {
 			return err
 		}
@@ -171,7 +170,7 @@ func (r *renderer) End(err error) error {
 		}
 	}
 	r.prime()
-	if err := r.endCalls(false); err != nil {
+	if err := r.endCalls(nil, err); err != nil {
 		return err
 	}
 	return r.emit("", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))

@@ -3,7 +3,9 @@ package acp_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -100,15 +102,27 @@ func callStatuses(t *testing.T, updates []acpsdk.SessionUpdate) (ids []string, l
 // carries an error ends failed; one the turn ends without a result for
 // (a model's tool call nobody ran: the OpenAI bridge's finish_reason
 // "tool_calls"; a failed turn; a cancelled one) ends failed before the
-// prompt's answer, never left in_progress for ever; and session/load
-// replays each call to the same last status.
+// prompt's answer, never left in_progress for ever, with a line of
+// content saying why (the turn ended, failed or was cancelled before the
+// tool answered: an editor's card was empty); and session/load replays
+// each call to the same last status and content.
 func TestACPToolCallLifecycle(t *testing.T) {
 	s := stdioSession(t, toolAgent)
 	prompt := func(text string) (acpsdk.PromptResponse, error) {
 		return s.Conn.Prompt(s.Ctx, acpsdk.PromptRequest{SessionId: s.ID, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
 	}
 	want := map[string]acpsdk.ToolCallStatus{}
-	check := func(text string, stop acpsdk.StopReason, wantErr bool, res acpsdk.PromptResponse, err error, status acpsdk.ToolCallStatus) {
+	wantText := map[string]string{} // the last content's text of each call holds it
+	checkText := func(what string, updates []acpsdk.SessionUpdate, ids ...string) {
+		t.Helper()
+		texts, _ := toolContents(t, updates)
+		for _, id := range ids {
+			if got := texts[id]; len(got) == 0 || !strings.Contains(got[len(got)-1], wantText[id]) {
+				t.Errorf("%s: tool call %s: content %q, want a text holding %q", what, id, got, wantText[id])
+			}
+		}
+	}
+	check := func(text string, stop acpsdk.StopReason, wantErr bool, res acpsdk.PromptResponse, err error, status acpsdk.ToolCallStatus, content string) {
 		t.Helper()
 		if (err != nil) != wantErr || (!wantErr && res.StopReason != stop) {
 			t.Fatalf("%s: prompt %+v %v", text, res, err)
@@ -125,30 +139,35 @@ func TestACPToolCallLifecycle(t *testing.T) {
 		if last[id] != status {
 			t.Errorf("%s: tool call %s ends %q, want %q", text, id, last[id], status)
 		}
-		want[id] = status
+		want[id], wantText[id] = status, content
+		checkText(text, ups, id)
 	}
 	for _, c := range []struct {
 		text    string
 		stop    acpsdk.StopReason
 		wantErr bool
 		status  acpsdk.ToolCallStatus
+		content string
 	}{
-		{"ran", acpsdk.StopReasonEndTurn, false, acpsdk.ToolCallStatusCompleted},
-		{"unrun", acpsdk.StopReasonEndTurn, false, acpsdk.ToolCallStatusFailed},
-		{"error", acpsdk.StopReasonEndTurn, false, acpsdk.ToolCallStatusFailed},
-		{"fail", "", true, acpsdk.ToolCallStatusFailed},
+		{"ran", acpsdk.StopReasonEndTurn, false, acpsdk.ToolCallStatusCompleted, "20°C"},
+		{"unrun", acpsdk.StopReasonEndTurn, false, acpsdk.ToolCallStatusFailed, "no result: the turn ended before the tool answered"},
+		{"error", acpsdk.StopReasonEndTurn, false, acpsdk.ToolCallStatusFailed, "the weather service is down"},
+		{"fail", "", true, acpsdk.ToolCallStatusFailed, "no result: the turn failed before the tool answered"},
 	} {
 		res, err := prompt(c.text)
-		check(c.text, c.stop, c.wantErr, res, err, c.status)
+		check(c.text, c.stop, c.wantErr, res, err, c.status, c.content)
 	}
 	s.Rec.CancelMidTurn(t, s.Ctx, s.Conn, s.ID, func() (acpsdk.PromptResponse, error) { return prompt("hang") })
-	check("hang", acpsdk.StopReasonCancelled, false, acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil, acpsdk.ToolCallStatusFailed)
+	check("hang", acpsdk.StopReasonCancelled, false, acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil, acpsdk.ToolCallStatusFailed,
+		"cancelled: the turn was cancelled before the tool answered")
 
 	// session/load: the replay ends every call as the live turns did.
 	if _, err := s.Conn.LoadSession(s.Ctx, acpsdk.LoadSessionRequest{SessionId: s.ID, Cwd: "/work", McpServers: []acpsdk.McpServer{}}); err != nil {
 		t.Fatal(err)
 	}
-	ids, last := callStatuses(t, s.Rec.Take(s.ID))
+	replay := s.Rec.Take(s.ID)
+	ids, last := callStatuses(t, replay)
+	checkText("session/load", replay, slices.Collect(maps.Keys(wantText))...)
 	if len(ids) != len(want) {
 		t.Errorf("replayed tool calls %v, want %d", ids, len(want))
 	}
