@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -15,7 +16,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/acptest"
-	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
@@ -49,6 +49,22 @@ func TestACPSessionNewRejectsNonMcpServers(t *testing.T) {
 	}
 }
 
+// startACPEnvelopes starts a pipeline whose pool demo (demo.New) first
+// hands the envelope of its first request to got (the next ones only when
+// got was read).
+func startACPEnvelopes(t *testing.T) (*acpHTTP, <-chan *e2a.Envelope) {
+	t.Helper()
+	got := make(chan *e2a.Envelope, 1)
+	z := startACPHTTP(t, agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		select {
+		case got <- env:
+		default:
+		}
+		return demo.New().Serve(ctx, env, w)
+	}))
+	return z, got
+}
+
 // TestACPMCPServerURLSecretsStripped: an HTTP or SSE MCP server
 // (McpServerHttp / McpServerSse: name, url, headers) often carries its
 // credential in its url (user information, or a query parameter such as
@@ -60,16 +76,7 @@ func TestACPSessionNewRejectsNonMcpServers(t *testing.T) {
 // the agent (and E2A_REQUESTS, the session's record) get the password and
 // tokens.
 func TestACPMCPServerURLSecretsStripped(t *testing.T) {
-	got := make(chan *e2a.Envelope, 1)
-	p := pipetest.Start(t)
-	p.Pool("demo", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-		select {
-		case got <- env:
-		default:
-		}
-		return demo.New().Serve(ctx, env, w)
-	}))
-	z := &acpHTTP{t: t, p: p}
+	z, got := startACPEnvelopes(t)
 	ctx := acpCtx(t)
 	msgs := z.post(ctx, `{"jsonrpc":"2.0","id":"new","method":"session/new","params":{"cwd":"/w","mcpServers":[
 	 {"type":"http","name":"h","url":"https://alice:pw-hunter2@mcp.example.com/mcp?access_token=tok-query-1&q=1","headers":[]},
@@ -122,5 +129,46 @@ func TestACPMCPCapabilities(t *testing.T) {
 		if !got.Http || !got.Sse || got.Acp {
 			t.Errorf("initialize over %s: mcpCapabilities %+v; want http and sse true (forwarded), acp false", name, got)
 		}
+	}
+}
+
+// TestACPMCPServerOverACPRefused: initialize advertises no mcpCapabilities
+// acp (TestACPMCPCapabilities), and by ACP a client may send only the MCP
+// servers the agent advertises, so a session/new or session/load naming
+// an "acp" server (MCP over ACP: the agent would reach it through the
+// client's connection, which the door does not relay) is -32602 invalid
+// params naming the server and why: session/new creates no session,
+// session/load leaves the session's cwd and mcpServers as they were (the
+// next prompt's envelope has them). acp-go-sdk's client over stdio. Both
+// were accepted: the session stored the server and every prompt handed
+// the agent one it could not reach.
+func TestACPMCPServerOverACPRefused(t *testing.T) {
+	z, got := startACPEnvelopes(t)
+	s := acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
+		return ingress.ServeACPStdio(ctx, in, out, z.p.Ingress)
+	})
+	httpServer := acp.McpServer{Http: &acp.McpServerHttpInline{Type: "http", Name: "h", Url: "https://mcp.example/", Headers: []acp.HttpHeader{}}}
+	bridge := acp.McpServer{Acp: &acp.McpServerAcpInline{Type: "acp", Name: "bridge", Id: "bridge-1"}}
+	refused := func(call string, err error) {
+		t.Helper()
+		var re *acp.RequestError
+		if !errors.As(err, &re) || re.Code != -32602 || !strings.Contains(re.Message, `"bridge"`) || !strings.Contains(re.Message, "acp") {
+			t.Errorf("%s with an acp MCP server: %v; want -32602 naming the server \"bridge\" and its type acp", call, err)
+		}
+	}
+	_, err := s.Conn.NewSession(s.Ctx, acp.NewSessionRequest{Cwd: "/w", McpServers: []acp.McpServer{httpServer, bridge}})
+	refused("session/new", err)
+	if keys := recordKeys(t, z.p.JS, ingress.KindSession); len(keys) != 1 {
+		t.Errorf("sessions %v; want only the one OpenStdio opened", keys)
+	}
+	_, err = s.Conn.LoadSession(s.Ctx, acp.LoadSessionRequest{SessionId: s.ID, Cwd: "/elsewhere", McpServers: []acp.McpServer{bridge}})
+	refused("session/load", err)
+	if _, err := s.Conn.NewSession(s.Ctx, acp.NewSessionRequest{Cwd: "/w", McpServers: []acp.McpServer{httpServer}}); err != nil {
+		t.Errorf("session/new with an http MCP server: %v", err)
+	}
+	s.Prompt(t, "hi")
+	env := testkit.Receive(t, got, 30*time.Second, "the prompt's envelope")
+	if servers, _ := json.Marshal(env.Params["mcpServers"]); env.Params["cwd"] != "/work" || string(servers) != "[]" {
+		t.Errorf("after the refused session/load the prompt has cwd %v, mcpServers %s; want /work and [] (as the session was)", env.Params["cwd"], servers)
 	}
 }

@@ -274,9 +274,9 @@ func (d *frontDoor) initialize(rep host.Reply, in host.Call, req *jsonrpc.Reques
 // transports of MCP servers, beyond stdio (which ACP requires of every
 // agent), that session/new and session/load accept (checkMCPServers) and
 // every prompt hands to the agent: http and sse. An "acp" server (MCP
-// over ACP, unstable in the schema) is not advertised: its agent would
-// reach it through the client's ACP connection, which the door does not
-// relay.
+// over ACP, unstable in the schema) is not advertised, and refused
+// (checkMCPServers): its agent would reach it through the client's ACP
+// connection, which the door does not relay.
 func mcpCapabilities() map[string]any { return map[string]any{"http": true, "sse": true} }
 
 // authenticate accepts a configured method the request carrying it
@@ -366,12 +366,17 @@ func readSessionConfig(raw json.RawMessage, need bool) (*sessionConfig, *jsonrpc
 }
 
 // checkMCPServers checks each of mcpServers (a JSON array) as the ACP
-// schema's McpServer: by its type, http or sse {name, url, headers}, acp
-// {name, id}, else stdio (no type, or "stdio") {name, command, args, env}, every member there
+// schema's McpServer: by its type, http or sse {name, url, headers}, else
+// stdio (no type, or "stdio") {name, command, args, env}, every member there
 // (the lists may be empty), the names and the command or URL not empty.
 // An entry that is none ([1], "fs", {}, null, a name alone) was stored
 // with the session and sent to the agent with every prompt; the SDK's own
-// decoding takes anything with a name as an http server.
+// decoding takes anything with a name as an http server. An acp server
+// {name, id} (MCP over ACP) is refused, naming it: initialize does not
+// advertise it (mcpCapabilities), and by ACP a client sends only what the
+// agent advertises; its agent would reach it through the client's ACP
+// connection, which the door does not relay, so it was stored and handed
+// to the agent with every prompt, unreachable.
 func checkMCPServers(raw json.RawMessage) *jsonrpc.Error {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
@@ -383,7 +388,6 @@ func checkMCPServers(raw json.RawMessage) *jsonrpc.Error {
 			Name    string            `json:"name"`
 			Command string            `json:"command"`
 			URL     string            `json:"url"`
-			ID      json.RawMessage   `json:"id"`
 			Args    *[]string         `json:"args"`
 			Env     *[]map[string]any `json:"env"`
 			Headers *[]map[string]any `json:"headers"`
@@ -403,10 +407,11 @@ func checkMCPServers(raw json.RawMessage) *jsonrpc.Error {
 			missing = "command, args and env (a stdio server)"
 		case m.Type != nil && (*m.Type == "http" || *m.Type == "sse") && (m.URL == "" || m.Headers == nil):
 			missing = "url and headers (an " + *m.Type + " server)"
-		case m.Type != nil && *m.Type == "acp" && len(m.ID) == 0:
-			missing = "id (an acp server)"
-		case !stdio && *m.Type != "http" && *m.Type != "sse" && *m.Type != "acp":
-			missing = "a type of stdio, http, sse or acp (or none: stdio)"
+		case m.Type != nil && *m.Type == "acp":
+			return jsonrpc.InvalidParams(fmt.Sprintf("mcpServers[%d] %q: an MCP server of type acp (MCP over ACP) is not supported: "+
+				"its agent would reach it through this ACP connection, which the pipeline does not relay (mcpCapabilities: http, sse)", i, m.Name))
+		case !stdio && *m.Type != "http" && *m.Type != "sse":
+			missing = "a type of stdio, http or sse (or none: stdio)"
 		}
 		if missing != "" {
 			return jsonrpc.InvalidParams(fmt.Sprintf("mcpServers[%d] needs %s", i, missing))

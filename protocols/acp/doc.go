@@ -20,7 +20,10 @@
 //     that holds it (host.AuthMethod.StdioDescription).
 //   - session/new creates a session (a UUIDv7) in the host's task store
 //     (host.Sessions) with its cwd and MCP servers (secret values removed)
-//     and answers {sessionId}.
+//     and answers {sessionId}. An MCP server of type acp (MCP over ACP,
+//     not advertised: the door does not relay the client's connection)
+//     is -32602 naming it, in session/new and session/load alike
+//     (checkMCPServers), nothing stored.
 //   - session/prompt publishes the envelope, appends the request to the
 //     session, and streams session/update notifications then the result
 //     {stopReason}: NDJSON (default, Accept: application/x-ndjson) or SSE
