@@ -618,6 +618,13 @@ func (s *stage) outcome(it item, ev event, base cursor, cur *cursor, rev uint64,
 		return result{}, false, s.deadLetter(it, ev, out.reason, 0, *cur)
 	case out.permanent:
 		s.metrics.failed.Inc()
+		if out.gone {
+			if err := s.unsubscribed(it, ev); err == nil || errors.Is(err, errGone) {
+				return result{}, true, errGone
+			}
+			// Not deleted: refused as another 4xx is; the next update's
+			// 410 deletes it.
+		}
 		s.log.Warn("push: webhook refused an update; dead-lettered", "config", it.cfg.String(), "event_id", ev.id, "status", out.status,
 			"reason", out.reason)
 		return result{}, false, s.deadLetter(it, ev, out.reason, out.status, *cur)
@@ -652,6 +659,31 @@ func (s *stage) outcome(it item, ev event, base cursor, cur *cursor, rev uint64,
 	return result{retry: true, after: delay}, true, nil
 }
 
+// unsubscribed deletes it's config, whose webhook answered ev's POST
+// 410 Gone: the receiver says the subscription is gone for good, so no
+// update is sent to it any more (REST Hooks' convention). The config is
+// deleted as Store.Delete deletes it (the config, then its cursor: every
+// replica's lane and drain finds it gone and sends nothing more), only
+// when it is still the one that was posted to (not one set again under
+// its id since, by its Created time); a config already gone is errGone.
+// The update is neither retried nor dead-lettered. Logged with the
+// config's host only (Config.String), counted (e2a_push_gone_total).
+func (s *stage) unsubscribed(it item, ev event) error {
+	st := &Store{js: s.js, kv: s.kv, o: s.o, now: time.Now}
+	err := st.deleteIf(s.ctx, it.ref.principal, it.ref.taskID, it.ref.id, func(c Config) bool { return c.Created.Equal(it.cfg.Created) })
+	switch {
+	case err == nil:
+		s.metrics.gone.Inc()
+		s.log.Warn("push: webhook answered 410 Gone; config deleted", "config", it.cfg.String(), "event_id", ev.id)
+		return nil
+	case errors.Is(err, ErrNotFound):
+		return errGone // deleted or set again meanwhile
+	}
+	s.log.Warn("push: webhook answered 410 Gone; the config could not be deleted, the update is dead-lettered",
+		"config", it.cfg.String(), "event_id", ev.id, "err", err)
+	return err
+}
+
 // backoff is the delay before attempt n+1 after n failures: base·2^(n-1)
 // capped at max, the upper half of it jittered by j in [0,1).
 func backoff(base, max time.Duration, n int, j float64) time.Duration {
@@ -666,6 +698,9 @@ func backoff(base, max time.Duration, n int, j float64) time.Duration {
 // attempt is the outcome of one POST.
 type attempt struct {
 	ok, permanent bool
+	// gone: the webhook answered 410 Gone (permanent too): its config is
+	// deleted (unsubscribed).
+	gone bool
 	// tooLarge: not posted, the body is over the limit (WithMaxBody).
 	tooLarge   bool
 	status     int
@@ -676,8 +711,8 @@ type attempt struct {
 // post sends one update to cfg's webhook: its token and authentication,
 // the event id, no redirect followed, the response body read up to 64 KiB
 // and dropped. A 2xx is ok; a 3xx or another 4xx than 408 and 429
-// permanent; any other answer or error transient (Retry-After read on 429
-// and 503).
+// permanent, 410 gone too; any other answer or error transient
+// (Retry-After read on 429 and 503).
 func (s *stage) post(ctx context.Context, cfg Config, eventID string, body []byte) attempt {
 	return postUpdate(ctx, s.client, s.o, cfg, eventID, body)
 }
@@ -722,6 +757,8 @@ func postUpdate(ctx context.Context, client *http.Client, o options, cfg Config,
 		a.ok = true
 	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests:
 		a.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	case c == http.StatusGone:
+		a.permanent, a.gone = true, true
 	case c >= 300 && c < 500:
 		// A 4xx, and a redirect: it is not followed (it would carry the
 		// update and its credentials elsewhere), so no retry delivers it.

@@ -140,8 +140,13 @@
 // shows the stream went back).
 //
 // A 2xx is delivered; a 3xx (redirects are not followed, so no retry
-// would deliver it) or another 4xx than 408 and 429 is permanent (the
-// update is dead-lettered at once, the next ones go on); anything else
+// would deliver it) or another 4xx than 408, 410 and 429 is permanent
+// (the update is dead-lettered at once, the next ones go on). A 410 Gone
+// ends the subscription (REST Hooks' convention): the config is deleted
+// as [Store.Delete] deletes it (so every replica stops posting to it),
+// unless it was set again under its id since; the update is neither
+// retried nor dead-lettered, the deletion logged (the webhook's host
+// only) and counted. Anything else
 // (5xx, 408, 429, connection errors, timeouts) is transient: retried
 // with exponential backoff and jitter (WithBackoff), honouring
 // Retry-After, for the retry window
@@ -176,7 +181,8 @@
 // e2a_push_dead_purged_total (removed to keep a principal within its
 // share of E2A_PUSH_DEAD),
 // e2a_push_rendered_total, e2a_push_skipped_total (state that cannot be
-// written) and e2a_push_lag_seconds (frame to 2xx).
+// written), e2a_push_gone_total (configs deleted on a 410 Gone) and
+// e2a_push_lag_seconds (frame to 2xx).
 //
 // Tracing (internal/tracing, when on): each POST is a client span "push
 // POST", child of the trace context of the response frame it renders, so

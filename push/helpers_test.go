@@ -27,6 +27,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pushtest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -484,28 +485,8 @@ func storeRequestAfter(t *testing.T, e *env, id, user, task, after string) {
 }
 
 // consumerIdle reports whether the push consumer has acknowledged every
-// response frame stored: nothing pending or unacknowledged, and its ack
-// floor at the last frame. (The server counts a message stored as pending
-// for a consumer after it acknowledged the publish, not at once: a loaded
-// machine showed NumPending 0 for frames just stored, and a test went on
-// before the stage had read them.)
-func consumerIdle(t testing.TB, e *env) bool {
-	ctx := context.Background()
-	st, err := e.js.Stream(ctx, streams.ResponsesStream)
-	if err != nil {
-		return false
-	}
-	last, err := st.GetLastMsgForSubject(ctx, subjects.AllResponseFrames)
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false
-	}
-	c, err := st.Consumer(ctx, push.DefaultConsumer)
-	if err != nil {
-		return false
-	}
-	info, err := c.Info(ctx)
-	return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && (last == nil || info.AckFloor.Stream >= last.Sequence)
-}
+// response frame stored (pushtest.StageIdle).
+func consumerIdle(_ testing.TB, e *env) bool { return pushtest.StageIdle(e.js) }
 
 // completedBy is, per request id, whether r got its completed status.
 func completedBy(t testing.TB, r *receiver) map[string]bool {

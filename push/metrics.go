@@ -9,7 +9,7 @@ import (
 // metrics are the stage's series (e2a_push_*).
 type metrics struct {
 	delivered, retried, failed, dead prometheus.Counter
-	deadPurged                       prometheus.Counter
+	deadPurged, gone                 prometheus.Counter
 	rendered, skipped                prometheus.Counter
 	lag                              prometheus.Histogram
 }
@@ -23,6 +23,8 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		dead:      s.Counter("e2a_push_dead_lettered_total", "Task updates moved to the dead-letter stream E2A_PUSH_DEAD."),
 		deadPurged: s.Counter("e2a_push_dead_purged_total", "Dead letters removed from E2A_PUSH_DEAD to keep their "+
 			"principal within its share of the stream (WithDeadShare, E2A_PUSH_DEAD_SHARE), oldest first."),
+		gone: s.Counter("e2a_push_gone_total", "Push configs deleted because their webhook answered 410 Gone "+
+			"(the receiver ended the subscription): nothing more is sent to them."),
 		rendered: s.Counter("e2a_push_rendered_total", "Stored response messages rendered into task updates; "+
 			"a message is rendered once per replica, again only when it left the replica's cache."),
 		skipped: s.Counter("e2a_push_skipped_total", "Task updates (or a parked config's backlog left) skipped for a "+

@@ -11,7 +11,8 @@ import (
 // for good, as a 4xx is: redirects are not followed (they would carry the
 // update and its credentials elsewhere), so no retry can deliver it. It
 // was retried for the whole retry window (24 h) before its dead letter.
-// 408 and 429 stay transient, 5xx too.
+// 408 and 429 stay transient, 5xx too. A 410 is also gone: its config
+// is deleted (TestGoneEndsConfig).
 func TestRedirectIsPermanent(t *testing.T) {
 	o, err := buildOptions(nil)
 	if err != nil {
@@ -30,8 +31,8 @@ func TestRedirectIsPermanent(t *testing.T) {
 		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		a := postUpdate(context.Background(), client, o, Config{URL: srv.URL}, "e1", []byte(`{}`))
 		srv.Close()
-		if a.ok || a.permanent != permanent || a.status != status {
-			t.Errorf("status %d: attempt %+v, want permanent %v", status, a, permanent)
+		if a.ok || a.permanent != permanent || a.status != status || a.gone != (status == http.StatusGone) {
+			t.Errorf("status %d: attempt %+v, want permanent %v, gone for 410 only", status, a, permanent)
 		}
 	}
 }

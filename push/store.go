@@ -476,6 +476,13 @@ func (s *Store) List(ctx context.Context, principal, taskID string, pageSize int
 // dead-lettered stay in E2A_PUSH_DEAD until their age ends (a redelivery
 // drops them).
 func (s *Store) Delete(ctx context.Context, principal, taskID, id string) error {
+	return s.deleteIf(ctx, principal, taskID, id, func(Config) bool { return true })
+}
+
+// deleteIf is Delete of principal's config id of task taskID when it is
+// one that is (the config as stored now); ErrNotFound when there is no
+// such config.
+func (s *Store) deleteIf(ctx context.Context, principal, taskID, id string, is func(Config) bool) error {
 	key := taskKey(principal, taskID)
 	for attempt := range casAttempts {
 		if err := casBackoff(ctx, attempt); err != nil {
@@ -486,7 +493,7 @@ func (s *Store) Delete(ctx context.Context, principal, taskID, id string) error 
 			return err
 		}
 		i := slices.IndexFunc(tc.Configs, func(x Config) bool { return x.ID == id })
-		if i < 0 {
+		if i < 0 || !is(tc.Configs[i]) {
 			return ErrNotFound
 		}
 		ok, err := s.remove(ctx, principal, taskID, tc, rev, i)

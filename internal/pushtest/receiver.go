@@ -31,13 +31,15 @@ type Delivery struct {
 }
 
 // Receiver is a webhook on loopback recording every POST in arrival
-// order (answered 200).
+// order (answered 200, or as Answer says).
 type Receiver struct {
 	// URL is the server's base URL.
 	URL  string
 	mu   sync.Mutex
 	got  []Delivery
 	hold *hold
+	// codes are the statuses Answer set, by path.
+	codes map[string]int
 }
 
 // hold is a POST a Receiver is to hold (Hold).
@@ -69,7 +71,11 @@ func NewReceiver(t testing.TB) *Receiver {
 			r.mu.Lock()
 		}
 		r.got = append(r.got, d)
+		code, ok := r.codes[d.Path]
 		r.mu.Unlock()
+		if ok {
+			w.WriteHeader(code)
+		}
 	}))
 	t.Cleanup(srv.Close)
 	r.URL = srv.URL
@@ -89,6 +95,17 @@ func (r *Receiver) Hold(t testing.TB, path string) (held <-chan Delivery, releas
 	release = func() { once.Do(func() { close(h.release) }) }
 	t.Cleanup(release)
 	return h.held, release
+}
+
+// Answer makes the Receiver answer every later POST to path with status
+// code (recorded all the same).
+func (r *Receiver) Answer(path string, code int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.codes == nil {
+		r.codes = map[string]int{}
+	}
+	r.codes[path] = code
 }
 
 // All returns every delivery so far.
