@@ -22,6 +22,9 @@ func TestA2AErrorCodes(t *testing.T) {
 		{"push_delete", `{"jsonrpc":"2.0","id":"p1","method":"tasks/pushNotificationConfig/delete","params":{"id":"t","pushNotificationConfigId":"c"}}`, -32003},
 		{"history_negative_get", `{"jsonrpc":"2.0","id":"p1","method":"tasks/get","params":{"id":"t","historyLength":-1}}`, -32602},
 		{"history_negative_send", `{"jsonrpc":"2.0","id":"p1","method":"message/send","params":{"message":{"kind":"message","role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]},"configuration":{"historyLength":-1}}}`, -32602},
+		// A2A v0.3's JSON is not ProtoJSON (its schema's integers are
+		// numbers): a string stays refused, as the v1.0 door now takes it.
+		{"history_string_get", `{"jsonrpc":"2.0","id":"p1","method":"tasks/get","params":{"id":"t","historyLength":"1"}}`, -32602},
 		{"file_pdf", `{"jsonrpc":"2.0","id":"p1","method":"message/send","params":{"message":{"kind":"message","role":"user","messageId":"m","parts":[{"kind":"file","file":{"uri":"https://example.com/a.pdf","mimeType":"application/pdf"}}]}}}`, -32005},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

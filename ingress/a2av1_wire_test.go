@@ -109,6 +109,16 @@ func TestA2AV1WireGolden(t *testing.T) {
 		{name: "rest_send_answer", method: "POST", path: "/a2a/v1/message:send",
 			body: `{"message":{"role":"ROLE_USER","taskId":"{{task}}","parts":[{"text":"Paris"}],"messageId":"msg-uuid-2"}}`, version: "1.0"},
 		{name: "jsonrpc_get_answered", method: "POST", path: "/a2a/v1", body: rpc(14, "GetTask", `{"id":"{{task}}"}`), version: "1.0"},
+		// Integers and enums in ProtoJSON's other forms: 32-bit integers
+		// as strings, enums by number (the task above, input-required then
+		// answered: completed); what ProtoJSON refuses is -32602.
+		{name: "jsonrpc_get_proto_numbers", method: "POST", path: "/a2a/v1", body: rpc(19, "GetTask", `{"id":"{{task}}","historyLength":"1"}`), version: "1.0"},
+		{name: "jsonrpc_list_proto_numbers", method: "POST", path: "/a2a/v1", body: rpc(20, "ListTasks",
+			`{"pageSize":"1","historyLength":"0","status":3}`), version: "1.0"},
+		{name: "jsonrpc_send_proto_numbers", method: "POST", path: "/a2a/v1", body: rpc(22, "SendMessage",
+			`{"message":{"role":1,"parts":[{"text":"Hello"}],"messageId":"msg-uuid-3"},"configuration":{"historyLength":"0"}}`), version: "1.0"},
+		{name: "jsonrpc_list_page_size_not_integer", method: "POST", path: "/a2a/v1", body: rpc(23, "ListTasks", `{"pageSize":"two"}`), version: "1.0"},
+		{name: "jsonrpc_list_page_size_out_of_range", method: "POST", path: "/a2a/v1", body: rpc(24, "ListTasks", `{"pageSize":"2147483648"}`), version: "1.0"},
 	}
 	task := ""
 	for _, c := range cases {

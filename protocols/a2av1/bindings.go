@@ -693,27 +693,32 @@ func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHea
 		writeRPCError(w, http.StatusOK, head.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found: " +
 			jsonrpc.QuoteForMessage(head.Method) + ": a method of A2A v0.3, served at /a2a (this endpoint speaks A2A v1.0)"})
 		return head, false
-	} else {
-		body = sdkCall(body, &head)
+	} else if body, err = sdkCall(body, &head); err != nil {
+		writePlain(w, err, head.ID, false)
+		return head, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return head, true
 }
 
 // sdkCall is the call body as the SDK's transport gets it: its params
-// with JSON names (ProtoJSON), or {} for none (callParams), and an id the
-// SDK would not write back as sent replaced by rpcIDPlaceholder
-// (head.placeholder). head's params are updated; its id stays the one
-// sent. body itself when nothing changes.
-func sdkCall(body []byte, head *rpcHead) []byte {
-	p := callParams(head.Params)
+// with JSON names and numbers (ProtoJSON), or {} for none (callParams),
+// and an id the SDK would not write back as sent replaced by
+// rpcIDPlaceholder (head.placeholder). head's params are updated; its id
+// stays the one sent. body itself when nothing changes; an error (params
+// that ProtoJSON refuses: protoJSONNumbers) is InvalidParams.
+func sdkCall(body []byte, head *rpcHead) ([]byte, error) {
+	p, err := callParams(head.Method, head.Params)
+	if err != nil {
+		return body, err
+	}
 	placeholder := jsonrpc.ValidID(head.ID) && !sdkEchoes(head.ID)
 	if !placeholder && bytes.Equal(p, head.Params) {
-		return body
+		return body, nil
 	}
 	var call map[string]json.RawMessage
 	if json.Unmarshal(body, &call) != nil || call == nil {
-		return body
+		return body, nil
 	}
 	call["params"] = p
 	if placeholder {
@@ -721,10 +726,10 @@ func sdkCall(body []byte, head *rpcHead) []byte {
 	}
 	b, err := json.Marshal(call)
 	if err != nil {
-		return body
+		return body, nil
 	}
 	head.Params, head.placeholder = p, placeholder
-	return b
+	return b, nil
 }
 
 // checkEnvelope answers, as the other JSON-RPC doors (package jsonrpc's
@@ -790,19 +795,38 @@ func checkRESTBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte,
 		writePlain(w, fmt.Errorf("%w: the body is not one JSON value", a2a.ErrParseError), nil, true)
 		return nil, false
 	}
+	if body, err = protoJSONNumbers(restBodyMethod(r.URL.Path), body); err != nil {
+		writePlain(w, err, nil, true)
+		return nil, false
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return body, true
 }
 
-// callParams is a call's params as the SDK reads them: with JSON names
-// (protoJSONParams), and {} when the call has none. JSON-RPC 2.0 lets a
-// call leave them out (the spec's GetExtendedAgentCard example does), and
-// the SDK's decoding of nothing was a parse error.
-func callParams(params json.RawMessage) json.RawMessage {
-	if len(params) == 0 {
-		return json.RawMessage(`{}`)
+// restBodyMethod is the method whose request an HTTP+JSON POST to path
+// carries as its body, for protoJSONNumbers: message:send's and
+// message:stream's (the others' bodies have no integer or enum).
+func restBodyMethod(path string) string {
+	switch {
+	case strings.HasSuffix(path, "/message:send"):
+		return methodSendMessage
+	case strings.HasSuffix(path, "/message:stream"):
+		return methodSendStreamingMessage
 	}
-	return protoJSONParams(params)
+	return ""
+}
+
+// callParams is a call of method's params as the SDK reads them: with
+// JSON names (protoJSONParams) and its integers and enums as the SDK reads
+// them (protoJSONNumbers, whose error it returns), and {} when the call
+// has none. JSON-RPC 2.0 lets a call leave them out (the spec's
+// GetExtendedAgentCard example does), and the SDK's decoding of nothing
+// was a parse error.
+func callParams(method string, params json.RawMessage) (json.RawMessage, error) {
+	if len(params) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	return protoJSONNumbers(method, protoJSONParams(params))
 }
 
 // requestedVersion is the A2A-Version the client asked for: the header, or

@@ -27,7 +27,7 @@ func TestClientMessagesSpeakA2A(t *testing.T) {
 	const roleNumber = `{"message":{"role":5,"messageId":"m-cm4","parts":[{"text":"hi"}]}}`
 	const noContent = `{"message":{"role":"ROLE_USER","messageId":"m-cm5","parts":[{}]}}`
 	partsSays := []string{"message.parts", "must be an array", "not a string"}
-	roleSays := []string{"message.role", "must be a string", "not a number"}
+	roleSays := []string{"message.role", "must be a Role name (such as ROLE_USER) or its number (0 to 2)", "not 5"}
 	rpc := func(method, params string) string {
 		return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + params + `}`
 	}
@@ -44,18 +44,18 @@ func TestClientMessagesSpeakA2A(t *testing.T) {
 		{"rpc get invalid pool", "", rpc("GetTask", `{"tenant":"a.b","id":"t-1"}`), "INVALID_PARAMS", []string{"a.b", "invalid agent pool"}},
 		{"rpc parts a string", "", rpc("SendMessage", partsString), "INVALID_PARAMS", partsSays},
 		{"rpc stream parts a string", "", rpc("SendStreamingMessage", partsString), "INVALID_PARAMS", partsSays},
-		{"rpc role a number", "", rpc("SendMessage", roleNumber), "INVALID_PARAMS", roleSays},
-		{"rpc stream role a number", "", rpc("SendStreamingMessage", roleNumber), "INVALID_PARAMS", roleSays},
+		{"rpc role a number naming no Role", "", rpc("SendMessage", roleNumber), "INVALID_PARAMS", roleSays},
+		{"rpc stream role a number naming no Role", "", rpc("SendStreamingMessage", roleNumber), "INVALID_PARAMS", roleSays},
 		{"rpc get historyLength a string", "", rpc("GetTask", `{"id":"t-1","historyLength":"x"}`), "INVALID_PARAMS",
-			[]string{"historyLength", "must be an integer", "not a string"}},
+			[]string{"historyLength", "must be an integer", `not the string "x"`}},
 		{"rpc list pageSize a string", "", rpc("ListTasks", `{"pageSize":"x"}`), "INVALID_PARAMS", []string{"pageSize", "an integer"}},
 		{"rpc cancel id a number", "", rpc("CancelTask", `{"id":5}`), "INVALID_PARAMS", []string{"id", "must be a string"}},
 		{"rpc subscribe id a number", "", rpc("SubscribeToTask", `{"id":5}`), "INVALID_PARAMS", []string{"id", "must be a string"}},
 		{"rpc params a string", "", rpc("GetTask", `"t-1"`), "INVALID_PARAMS", []string{"params", "must be an object", "not a string"}},
 		{"rest parts a string", "/message:send", partsString, "INVALID_PARAMS", partsSays},
 		{"rest stream parts a string", "/message:stream", partsString, "INVALID_PARAMS", partsSays},
-		{"rest role a number", "/message:send", roleNumber, "INVALID_PARAMS", roleSays},
-		{"rest stream role a number", "/message:stream", roleNumber, "INVALID_PARAMS", roleSays},
+		{"rest role a number naming no Role", "/message:send", roleNumber, "INVALID_PARAMS", roleSays},
+		{"rest stream role a number naming no Role", "/message:stream", roleNumber, "INVALID_PARAMS", roleSays},
 		{"rest part without content", "/message:send", noContent, "INVALID_PARAMS", []string{"part"}},
 		{"rest stream part without content", "/message:stream", noContent, "INVALID_PARAMS", []string{"part"}},
 		{"rest body an array", "/message:send", `[1]`, "INVALID_PARAMS", []string{"body", "must be an object", "not an array"}},

@@ -97,6 +97,12 @@ func FuzzStreamBindings(f *testing.F) {
 		`[{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage"}]`,
 		`{"jsonrpc":"2.0","id":"\u003c\u2028","method":"SendStreamingMessage","params":` + msg + `} trailing`,
 		msg, `{"message":5`, ``, `null`,
+		// ProtoJSON's other forms (protoJSONNumbers): an enum by number,
+		// an integer as a string, and what it refuses.
+		`{"jsonrpc":"2.0","id":2,"method":"SendStreamingMessage","params":{"message":{"messageId":"m","role":1,"parts":[{"text":"x"}]},"configuration":{"historyLength":"2"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"SendStreamingMessage","params":{"message":{"messageId":"m","role":9,"parts":[{"text":"x"}]},"configuration":{"historyLength":"2.5"}}}`,
+		`{"message":{"messageId":"m","role":2.0,"parts":[{"text":"x"}]},"configuration":{"history_length":"1e0"}}`,
+		`{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"\u0041"}]},"configuration":{"historyLength":"9999999999"}}`,
 	} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)

@@ -1,0 +1,73 @@
+package a2av1_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
+)
+
+// TestProtoJSONNumbersAtTheDoor: A2A v1.0's JSON is ProtoJSON, so the
+// door takes a request's 32-bit integers as strings ("pageSize":"2",
+// "historyLength":"0") or integral numbers in any form (2.0), and its
+// enums by number ("role":1, "status":3), on JSON-RPC and HTTP+JSON's
+// message:send, as it takes them in their usual forms; what ProtoJSON
+// refuses (a string holding no integer, a number out of the 32-bit range,
+// an enum number naming no value) is -32602 (HTTP 400) naming the member.
+// Before, every such string or enum number was refused: {"pageSize":"2"}
+// with "pageSize must be an integer, not a string".
+func TestProtoJSONNumbersAtTheDoor(t *testing.T) {
+	p := askPipeline(t)
+	sent, code, body := rpcCall(t, p, "SendMessage",
+		`{"message":{"role":1,"parts":[{"text":"proto numbers"}],"messageId":"m-pn1"},"configuration":{"historyLength":"0"}}`)
+	var res struct {
+		Task a2a.Task `json:"task"`
+	}
+	task := &res.Task
+	if code != 0 || json.Unmarshal(sent, &res) != nil || task.ID == "" || len(task.History) != 0 {
+		t.Fatalf("SendMessage with role 1 and historyLength \"0\": %s", body)
+	}
+	status, _, restBody := rawCall(t, "POST", p.URL+a2av1.Path+"/message:send",
+		`{"message":{"role":1,"parts":[{"text":"rest proto numbers"}],"messageId":"m-pn2"},"configuration":{"historyLength":"1.0e0"}}`,
+		map[string]string{"A2A-Version": "1.0"})
+	if status != http.StatusOK || !strings.Contains(restBody, `"task"`) {
+		t.Fatalf("HTTP+JSON message:send with role 1: %d %s", status, restBody)
+	}
+	got, code, body := rpcCall(t, p, "GetTask", `{"id":"`+string(task.ID)+`","historyLength":"1"}`)
+	var gt a2a.Task
+	if code != 0 || json.Unmarshal(got, &gt) != nil || len(gt.History) != 1 {
+		t.Errorf("GetTask with historyLength \"1\": %s", body)
+	}
+	listed, code, body := rpcCall(t, p, "ListTasks", `{"pageSize":"1","status":6,"historyLength":"0"}`)
+	var list a2a.ListTasksResponse
+	if code != 0 || json.Unmarshal(listed, &list) != nil || list.PageSize != 1 || len(list.Tasks) != 1 ||
+		list.Tasks[0].Status.State != a2a.TaskStateInputRequired || list.NextPageToken == "" {
+		t.Errorf("ListTasks with pageSize \"1\", status 6: %s; want one input-required task and a next page", body)
+	}
+	if _, code, body := rpcCall(t, p, "ListTasks", `{"status":3}`); code != 0 || !strings.Contains(body, `"tasks":[]`) {
+		t.Errorf("ListTasks with status 3 (completed): %s; want none", body)
+	}
+	for _, c := range []struct{ method, params, says string }{
+		{"ListTasks", `{"pageSize":"2x"}`, `pageSize must be an integer (a number, or a string holding one), not the string \"2x\"`},
+		{"ListTasks", `{"pageSize":"4294967296"}`, "pageSize must be a 32-bit integer (-2147483648 to 2147483647), not 4294967296"},
+		{"ListTasks", `{"status":9}`, "status must be a TaskState name (such as TASK_STATE_SUBMITTED) or its number (0 to 8), not 9"},
+		{"GetTask", `{"id":"` + string(task.ID) + `","historyLength":"1.5"}`, "historyLength must be an integer, not the number 1.5"},
+		{"SendStreamingMessage", `{"message":{"role":7,"parts":[{"text":"x"}],"messageId":"m-pn3"}}`, "message.role must be a Role name"},
+	} {
+		_, code, body := rpcCall(t, p, c.method, c.params)
+		if code != -32602 || !strings.Contains(body, c.says) {
+			t.Errorf("%s %s: %s; want -32602 saying %s", c.method, c.params, body, c.says)
+		}
+	}
+	status, _, restBody = rawCall(t, "POST", p.URL+a2av1.Path+"/message:send",
+		`{"message":{"role":"ROLE_USER","parts":[{"text":"x"}],"messageId":"m-pn4"},"configuration":{"historyLength":"-"}}`,
+		map[string]string{"A2A-Version": "1.0"})
+	if status != http.StatusBadRequest || !strings.Contains(restBody, "INVALID_ARGUMENT") ||
+		!strings.Contains(restBody, "configuration.historyLength must be an integer") {
+		t.Errorf("HTTP+JSON message:send with historyLength \"-\": %d %s", status, restBody)
+	}
+}
