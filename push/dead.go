@@ -185,7 +185,9 @@ type RedeliverReport struct {
 // fails stays, with the ones after it), with the config's current
 // token and authentication and the update's original event id; an
 // update of a config that no longer exists, or that was set again under
-// its id as another A2A version than the update's body, is dropped. A config
+// its id as another A2A version than the update's body, is dropped, and
+// so are a config's updates left once its webhook answers 410 Gone: the
+// config is deleted, as the stage deletes it. A config
 // whose updates are all redelivered leaves dead-letter mode: the stage
 // delivers its next updates to the webhook again. Options: the URL rules
 // (WithAllowHosts, WithResolver), WithTimeout, WithMaxBody.
@@ -276,6 +278,9 @@ func (r *redelivery) config(ref configRef, ds []DeadLetter) error {
 			continue
 		}
 		out := postUpdate(r.ctx, r.client, r.o, cfg, d.EventID, d.Body)
+		if out.gone {
+			return r.gone(ref, cfg, ds[i:])
+		}
 		if !out.ok {
 			r.rep.Kept += len(ds) - i
 			r.rep.Failures = append(r.rep.Failures, fmt.Sprintf("%s: %s", cfg.String(), out.reason))
@@ -287,6 +292,30 @@ func (r *redelivery) config(ref configRef, ds []DeadLetter) error {
 		r.rep.Delivered++
 	}
 	return r.revive(ref)
+}
+
+// gone deletes ref's config cfg, whose webhook answered a redelivered
+// update 410 Gone, as the stage does (unsubscribed: only the config
+// posted to, not one set again under its id since), and drops its
+// updates left, ds, as a deleted config's are (Dropped, one line in
+// Failures). Not deleted (the bucket unavailable), they are kept.
+func (r *redelivery) gone(ref configRef, cfg Config, ds []DeadLetter) error {
+	err := (&Store{kv: r.kv, o: r.o, now: time.Now}).deleteIf(r.ctx, ref.principal, ref.taskID, ref.id,
+		func(c Config) bool { return c.Created.Equal(cfg.Created) })
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		r.rep.Kept += len(ds)
+		r.rep.Failures = append(r.rep.Failures, fmt.Sprintf("%s: webhook answered 410 Gone; the config could not be deleted: %v", cfg.String(), err))
+		return nil
+	}
+	for _, d := range ds {
+		if err := r.remove(d.Seq); err != nil {
+			return err
+		}
+		r.rep.Dropped++
+	}
+	r.rep.Failures = append(r.rep.Failures, fmt.Sprintf("%s: webhook answered 410 Gone; config deleted, its %d updates left dropped",
+		cfg.String(), len(ds)))
+	return nil
 }
 
 func (r *redelivery) remove(seq uint64) error {

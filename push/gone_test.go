@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,5 +151,43 @@ func TestGoneWhileParked(t *testing.T) {
 	}
 	if n := counter(t, g.reg, "e2a_push_gone_total"); n != 1 {
 		t.Errorf("e2a_push_gone_total %v, want 1", n)
+	}
+}
+
+// TestRedeliverGone: a redelivery whose webhook answers 410 Gone deletes
+// the config as the stage does and drops its dead letters (the
+// config's, which no redelivery could deliver), saying so; it posts
+// none after the 410. Before, they were kept (a failure like any).
+func TestRedeliverGone(t *testing.T) {
+	var gone atomic.Bool
+	g := runGoneTask(t, func(int, http.ResponseWriter) int {
+		if gone.Load() {
+			return http.StatusGone
+		}
+		return http.StatusBadRequest
+	}, func(base string) string { return base })
+	filter := push.DeadFilter{Principal: "alice", TaskID: "t1", ConfigID: g.c.ID}
+	dead, err := push.ListDead(tctx(t), g.e.nc, filter, 100)
+	if err != nil || len(dead) < 2 {
+		t.Fatalf("dead letters %d, %v; want the task's updates", len(dead), err)
+	}
+	gone.Store(true)
+	posted := len(g.gone.all())
+	rep, err := push.Redeliver(tctx(t), g.e.nc, filter, push.WithAllowHosts("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Dropped != len(dead) || rep.Kept != 0 || rep.Delivered != 0 || len(rep.Failures) != 1 ||
+		!strings.Contains(rep.Failures[0], "410 Gone; config deleted") {
+		t.Errorf("redelivery %+v; want the %d dead letters dropped, the config deleted", rep, len(dead))
+	}
+	if n := len(g.gone.all()) - posted; n != 1 {
+		t.Errorf("the redelivery posted %d updates, want 1 (the one answered 410)", n)
+	}
+	if _, err := g.e.store.Get(tctx(t), "alice", "t1", g.c.ID); err != push.ErrNotFound {
+		t.Errorf("Get after the redelivery's 410: %v, want ErrNotFound", err)
+	}
+	if left, err := push.ListDead(tctx(t), g.e.nc, filter, 100); err != nil || len(left) != 0 {
+		t.Errorf("dead letters left: %d, %v", len(left), err)
 	}
 }
