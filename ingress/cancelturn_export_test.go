@@ -115,10 +115,21 @@ func SetCancelMarkedHook(s *Server, f func(taskID, requestID string)) {
 	s.cancelMarked.Store(&f)
 }
 
-// KeptTurns is how many turns s keeps the records of (keepRecord), and
-// whether its keeper's goroutine runs.
-func KeptTurns(s *Server) (int, bool) {
+// KeptTurns is how many turns s keeps the records of (keepRecord,
+// takeOver).
+func KeptTurns(s *Server) int {
 	s.keeper.mu.Lock()
 	defer s.keeper.mu.Unlock()
-	return len(s.keeper.turns), s.keeper.running
+	return len(s.keeper.turns)
+}
+
+// SetKeptLookHook makes s call f at each look of its keeper that finds a
+// kept turn running (f is given the turn's request id); nil removes it.
+// f runs in the keeper's goroutine.
+func SetKeptLookHook(s *Server, f func(requestID string)) {
+	if f == nil {
+		s.keptLook.Store(nil)
+		return
+	}
+	s.keptLook.Store(&f)
 }

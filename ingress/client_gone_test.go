@@ -207,9 +207,9 @@ func goneDoors() []goneDoor {
 
 // pipelineStacks counts the goroutines and returns the stacks of those
 // running the pipeline's code outside the agent runtime and the tests, and
-// outside the task records' keeper (keepRecords: the ACP warm-up's session
-// turn starts it, and it ends at its first look, a minute later, which a
-// slow run reaches while a stream is held).
+// outside the task records' keeper (keepRecords: it runs from the
+// server's start until its connection is closed, and its rounds, a
+// minute apart, read what it keeps and the keeper list).
 func pipelineStacks() (int, string) {
 	return testkit.Goroutines(func(g string) bool {
 		return strings.Contains(g, "e2a-pipeline/pipeline/") && !strings.Contains(g, "pipeline/agent.") && !strings.Contains(g, "_test.") &&

@@ -38,8 +38,10 @@ import (
 // turn that ends is dropped at its next look. The replica stops keeping a
 // turn once its final frame is stored, once the record no longer lists it
 // (or is gone), and once the turn has no trace left in the hot streams
-// (neither its request nor a frame: it ended unseen, or aged out silent); a
-// turn running when its replica stops is kept no more (docs/operations.md,
+// (neither its request nor a frame: it ended unseen, or aged out silent).
+// A turn found running is listed in E2A_TASKS (keeplist.go), and a turn
+// running when its replica stops is taken over from that list by another
+// replica, which keeps it from then on (docs/operations.md,
 // "Long-running requests").
 //
 // What a task's turn needs past its end lives in E2A_TASKS and E2A_PUSH
@@ -65,12 +67,12 @@ import (
 // during a turn longer than TasksTTL (docs/operations.md,
 // "Long-running requests").
 
-// recordKeeper is the set of turns the server keeps the records of, and
-// whether its goroutine runs (Server.keepRecords).
+// recordKeeper is the set of turns the server keeps the records of
+// (keepRecord; its goroutine, keepRecords, runs from New until the
+// server's connection is closed).
 type recordKeeper struct {
-	mu      sync.Mutex
-	turns   map[keptTurn]keptState
-	running bool
+	mu    sync.Mutex
+	turns map[keptTurn]keptState
 }
 
 // keptTurn is a turn requestID of the record kind/id; kind "" for the
@@ -79,29 +81,53 @@ type keptTurn struct{ kind, id, requestID string }
 
 // keptState is when a kept turn is looked at next, the wait before that
 // (doubled at each look, up to the renewal period), the turn's author,
-// whose write refreshes the context's claim (keepContext), and what is
+// whose write refreshes the context's claim (keepContext), what is
 // kept alongside the record (keepAlongside): the context whose claim is
 // kept (a one-turn task's: a record's keeps its own) and the principals
-// whose push configs of the task are kept.
+// whose push configs of the task are kept, and the revision of the
+// turn's key in the keeper list this replica wrote last, and when (0:
+// not listed by it: keeplist.go).
 type keptState struct {
 	by        tenant.Principal
 	next      time.Time
 	wait      time.Duration
 	contextID string
 	pushTo    []string
+	listRev   uint64
+	listAt    time.Time
 }
 
 // keepTimeout bounds the reads and the write of one turn's renewal.
 const keepTimeout = 10 * time.Second
 
 // keepFirstLook is the longest a kept turn waits for its first look (less
-// when the renewal period is shorter): most turns end sooner, and are
-// dropped then, so that the set holds about the turns published in the
-// last minute and those still running, not every turn of a renewal
-// period (18 h by default). A turn found running is looked at again after
-// twice the wait before, up to the renewal period: a few reads more per
-// long turn.
+// when the renewal period is shorter: a quarter of it, keepTick): most
+// turns end sooner, and are dropped then, so that the set holds about
+// the turns published in the last minute and those still running, not
+// every turn of a renewal period (18 h by default). A turn found running
+// is looked at again after twice the wait before, up to the renewal
+// period: a few reads more per long turn.
 const keepFirstLook = time.Minute
+
+// keepTick is how often the keeper's rounds come for a renewal period
+// every: a minute, a quarter of every when that is shorter (a TTL under
+// 16 minutes), so that a turn whose keeper is gone is taken over well
+// within the TTL (keeplist.go).
+func keepTick(every time.Duration) time.Duration {
+	return min(every/4, keepFirstLook)
+}
+
+// startKeeper starts the keeper's goroutine (keepRecords) when records
+// expire and egress tells a turn's end: it keeps the turns this server
+// publishes and takes over those whose keeper is gone.
+func (s *Server) startKeeper() {
+	every := s.opts.tasks.renewEvery()
+	if every <= 0 || s.egress == nil {
+		return
+	}
+	s.keeper.turns = map[keptTurn]keptState{}
+	go s.keepRecords(every, keepTick(every))
+}
 
 // keepRecord has the record of turn kept while the turn, which st.by
 // published, runs, and with it what st names (see above). Nothing when
@@ -121,31 +147,30 @@ func (s *Server) keepRecord(turn keptTurn, st keptState) {
 	if turn.kind == "" && len(st.pushTo) == 0 {
 		return
 	}
-	tick := min(every, keepFirstLook)
+	tick := keepTick(every)
 	k := &s.keeper
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.turns == nil {
-		k.turns = map[keptTurn]keptState{}
-	}
 	if cur, ok := k.turns[turn]; ok {
 		// Another principal's config of the same task (an admin's).
+		st.listRev, st.listAt = cur.listRev, cur.listAt
 		for _, p := range cur.pushTo {
 			if !slices.Contains(st.pushTo, p) {
 				st.pushTo = append(st.pushTo, p)
 			}
 		}
+		if len(st.pushTo) > len(cur.pushTo) {
+			st.listAt = time.Time{} // listed again at the next look
+		}
 	}
 	st.next, st.wait = time.Now().Add(tick), tick
 	k.turns[turn] = st
-	if !k.running {
-		k.running = true
-		go s.keepRecords(every, tick)
-	}
 }
 
-// keepRecords looks at the kept turns every tick, until no turn is left
-// to keep or the server's connection is closed.
+// keepRecords looks at the kept turns every tick, and before that takes
+// over the turns of the keeper list whose keeper is gone (takeOver),
+// until the server's connection is closed: the turns it keeps are then
+// left to the other replicas.
 func (s *Server) keepRecords(every, tick time.Duration) {
 	closed := s.nc.StatusChanged(nats.CLOSED)
 	defer s.nc.RemoveStatusListener(closed)
@@ -156,27 +181,23 @@ func (s *Server) keepRecords(every, tick time.Duration) {
 		case <-closed:
 		case <-t.C:
 		}
-		if !s.keepRound(every, tick) {
+		if s.nc.IsClosed() {
+			s.keeper.mu.Lock()
+			clear(s.keeper.turns)
+			s.keeper.mu.Unlock()
 			return
 		}
+		s.takeOver(every)
+		s.keepRound(every, tick)
 	}
 }
 
 // keepRound renews the record of each kept turn due for a look
-// (TaskStore.renew), drops the turns that need it no more and sets the
-// next look of the others (the rounds come every tick); false, with the
-// goroutine marked stopped, when no turn is left.
-func (s *Server) keepRound(every, tick time.Duration) bool {
+// (lookAt), drops the turns that need it no more and sets the next look
+// of the others (the rounds come every tick).
+func (s *Server) keepRound(every, tick time.Duration) {
 	k := &s.keeper
 	k.mu.Lock()
-	if s.nc.IsClosed() {
-		clear(k.turns)
-	}
-	if len(k.turns) == 0 {
-		k.running = false
-		k.mu.Unlock()
-		return false
-	}
 	now := time.Now()
 	due := map[keptTurn]keptState{}
 	for turn, st := range k.turns {
@@ -185,28 +206,51 @@ func (s *Server) keepRound(every, tick time.Duration) bool {
 		}
 	}
 	k.mu.Unlock()
-	for turn, st := range due {
-		ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
-		keep, err := s.keepTurn(ctx, turn, st, every)
-		cancel()
-		if err != nil {
-			s.opts.log.Warn("cannot renew the task index record of a running turn", "kind", turn.kind, "task_id", turn.id, "request_id", turn.requestID, "err", err)
-		}
+	for turn, was := range due {
+		st, keep := s.lookAt(turn, was, every)
 		k.mu.Lock()
-		if cur, ok := k.turns[turn]; ok && cur.next.Equal(st.next) { // not kept again meanwhile
+		switch cur, ok := k.turns[turn]; {
+		case !ok:
+		case !cur.next.Equal(was.next): // kept again meanwhile (keepRecord), with what this look listed
 			if keep {
-				// Due at the round's tick that wait
-				// later, not the one after it.
-				st.wait = min(2*st.wait, every)
-				st.next = now.Add(st.wait - tick/2)
-				k.turns[turn] = st
-			} else {
-				delete(k.turns, turn)
+				cur.listRev, cur.listAt = st.listRev, st.listAt
+				k.turns[turn] = cur
 			}
+		case keep:
+			// Due at the round's tick that wait later, not the
+			// one after it.
+			st.wait = min(2*st.wait, every)
+			st.next = now.Add(st.wait - tick/2)
+			k.turns[turn] = st
+		default:
+			delete(k.turns, turn)
 		}
 		k.mu.Unlock()
 	}
-	return true
+}
+
+// lookAt is one look at turn (keepRound's): keepTurn, then the turn's
+// key of the keeper list written while it runs (listTurn), deleted as
+// it is dropped (unlistTurn). keep is whether to look at it again: false
+// too when another replica keeps it now.
+func (s *Server) lookAt(turn keptTurn, st keptState, every time.Duration) (keptState, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
+	defer cancel()
+	keep, err := s.keepTurn(ctx, turn, st, every)
+	if err != nil {
+		s.opts.log.Warn("cannot renew the task index record of a running turn", "kind", turn.kind, "task_id", turn.id, "request_id", turn.requestID, "err", err)
+	}
+	switch {
+	case !keep:
+		s.unlistTurn(ctx, turn, st)
+		return st, false
+	case err != nil:
+		return st, true
+	}
+	if f := s.keptLook.Load(); f != nil {
+		(*f)(turn.requestID)
+	}
+	return s.listTurn(ctx, turn, st, every)
 }
 
 // keepTurn is one look at turn (keepRound's): its record renewed
@@ -262,7 +306,9 @@ func (s *Server) keepAlongside(ctx context.Context, turn keptTurn, st keptState,
 		errs = append(errs, s.opts.tasks.keepClaim(ctx, st.contextID, after))
 	}
 	for _, p := range st.pushTo {
-		errs = append(errs, s.opts.push.Keep(ctx, p, turn.id, after))
+		if s.opts.push != nil { // a turn taken over by a replica without push configs
+			errs = append(errs, s.opts.push.Keep(ctx, p, turn.id, after))
+		}
 	}
 	return errors.Join(errs...)
 }

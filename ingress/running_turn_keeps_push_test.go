@@ -48,33 +48,7 @@ func TestRunningTurnKeepsItsContextAndPushConfigs(t *testing.T) {
 	configs := kvWatch(t, ctx, pp.JS, streams.PushBucket, "cfg.>")
 	// Both keys' writes for twice the TTL, each within the TTL of the one
 	// before (the watches start with the keys' current values).
-	var claimAt, configAt, from time.Time
-	for claimAt.IsZero() || configAt.IsZero() || claimAt.Sub(from) < 2*ttl || configAt.Sub(from) < 2*ttl {
-		wait := ttl
-		if !claimAt.IsZero() && !configAt.IsZero() {
-			oldest := claimAt
-			if configAt.Before(oldest) {
-				oldest = configAt
-			}
-			wait = time.Until(oldest.Add(ttl))
-		}
-		select {
-		case e := <-claims.Updates():
-			if e != nil {
-				claimAt = e.Created()
-			}
-		case e := <-configs.Updates():
-			if e != nil {
-				configAt = e.Created()
-			}
-		case <-time.After(wait):
-			t.Fatalf("alice's turn running %v: her context's claim last written %v ago, her push config %v ago, the TTL %v: expired",
-				time.Since(from).Round(time.Millisecond), time.Since(claimAt).Round(time.Millisecond), time.Since(configAt).Round(time.Millisecond), ttl)
-		}
-		if from.IsZero() && !claimAt.IsZero() && !configAt.IsZero() {
-			from = time.Now()
-		}
-	}
+	keptWithin(t, ttl, 2*ttl, map[string]jetstream.KeyWatcher{"her context's claim": claims, "her push config": configs})
 	in := userMessage("mine now")
 	in.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
 	in.Message.ContextID = task.ContextID
@@ -87,10 +61,11 @@ func TestRunningTurnKeepsItsContextAndPushConfigs(t *testing.T) {
 	}
 	close(release)
 	r.Await(t, 20*time.Second, "/v1", string(a2a.TaskStateCompleted))
-	testkit.Eventually(t, 15*time.Second, "the ended turns dropped", func() bool {
-		n, running := ingress.KeptTurns(pp.Ingress)
-		return n == 0 && !running
-	})
+	tasks, err := pp.JS.KeyValue(ctx, streams.TasksBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keptNoMore(t, ctx, tasks, pp.Ingress)
 }
 
 // kvWatch watches the keys of bucket that match keys, their current
@@ -188,14 +163,14 @@ func (k *keptPushPipeline) startTask(t *testing.T) *a2a.Task {
 func TestOneTurnTaskKeptOnlyWithAPushConfig(t *testing.T) {
 	k := startKeptPushPipeline(t, time.Hour)
 	task := k.startTask(t)
-	if n, _ := ingress.KeptTurns(k.pp.Ingress); n != 0 {
+	if n := ingress.KeptTurns(k.pp.Ingress); n != 0 {
 		t.Fatalf("alice's task of one turn, no push config: %d turns kept, want none", n)
 	}
 	r := pushtest.NewReceiver(t)
 	if _, err := k.alice.CreateTaskPushConfig(k.ctx, &a2a.PushConfig{TaskID: task.ID, ID: "v1", URL: r.URL + "/v1", Token: "tok-v1"}); err != nil {
 		t.Fatalf("CreateTaskPushConfig: %v", err)
 	}
-	if n, _ := ingress.KeptTurns(k.pp.Ingress); n != 1 {
+	if n := ingress.KeptTurns(k.pp.Ingress); n != 1 {
 		t.Fatalf("alice's task with a push config: %d turns kept, want 1", n)
 	}
 	close(k.release)

@@ -9,7 +9,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/pushtest"
@@ -87,6 +86,9 @@ func TestRunningTurnKeepsItsTask(t *testing.T) {
 				ttl, last.Created().Sub(appended), state())
 		}
 	}
+	if _, err := keepListEntry(ctx, kv, held.requestID); err != nil {
+		t.Errorf("A1's key of the keeper list, A1 running %v: %v", time.Since(appended), err)
+	}
 	// A1 has written no frame yet: its task is submitted.
 	if got := state(); got != string(a2a.TaskStateSubmitted) {
 		t.Errorf("GetTask of the task whose turn A1 runs %v after its append: %s, want submitted", time.Since(appended), got)
@@ -122,10 +124,7 @@ func TestRunningTurnKeepsItsTask(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Error("A1 not cancelled by CancelTask")
 	}
-	// The turns ended: the replica keeps them no more, and its keeper's
-	// goroutine returns.
-	testkit.Eventually(t, 15*time.Second, "the ended turns dropped", func() bool {
-		n, running := ingress.KeptTurns(pp.Ingress)
-		return n == 0 && !running
-	})
+	// The turns ended: the replica keeps them no more, and A1's key of
+	// the keeper list, made at its first look, is deleted.
+	keptNoMore(t, ctx, kv, pp.Ingress)
 }

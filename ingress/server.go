@@ -35,8 +35,13 @@ type Server struct {
 	// Pools (/readyz).
 	presence *streams.Presence
 	// keeper keeps the records of the running turns this server published
-	// (keepRecord).
+	// (keepRecord), and of those it took over from a replica gone
+	// (takeOver).
 	keeper recordKeeper
+	// keptLook, set by tests only (SetKeptLookHook), is called at each
+	// look of the keeper that finds a kept turn running, before the
+	// turn's key of the keeper list is written (lookAt).
+	keptLook atomic.Pointer[func(requestID string)]
 	// endedTurns remembers a turn found ended per record, for the bound on
 	// waiting turns (waitBound).
 	endedTurns endedTurns
@@ -332,6 +337,7 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	if o.push != nil {
 		o.push.OnCreate(srv.pushConfigCreated)
 	}
+	srv.startKeeper()
 	return srv, nil
 }
 

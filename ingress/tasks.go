@@ -950,8 +950,7 @@ func (s *TaskStore) update(ctx context.Context, key string, rec *TaskRecord, rev
 		rec.rev = next
 	}
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		if wrongRevision(err) {
 			return false, nil
 		}
 		return false, err

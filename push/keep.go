@@ -17,8 +17,9 @@ import (
 // stage writes a task's key at the first message of each turn only
 // (keepConfigs), so a turn running longer than the TTL lost its task's
 // configs, and their positions, before its final update was delivered.
-// The replica that publishes a turn calls Keep while the turn runs, as it
-// writes the task's record again (ingress's keeper). Each write is a
+// The replica that publishes a turn (or takes it over once that one
+// stops) calls Keep while the turn runs, as it writes the task's record
+// again (ingress's keeper). Each write is a
 // compare-and-set on the revision read, of the bytes read: nothing is
 // created, a key deleted or changed meanwhile (a config deleted, a
 // delivery's cursor) is left as that writer left it, and a key absent
