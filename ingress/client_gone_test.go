@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,7 +225,35 @@ type goneRun struct {
 	g          *goneAgent
 	ns         *server.Server
 	ctx        context.Context
-	base, subs int // the pipeline's goroutines, the server's subscriptions
+	base, subs int            // the pipeline's goroutines, the server's subscriptions
+	subjects   map[string]int // the baseline's subscriptions by subject (serverSubs)
+}
+
+// serverSubs counts ns's subscriptions by subject, each client's inbox
+// subjects by their client's name and the inbox's first tokens.
+func serverSubs(t *testing.T, ns *server.Server) map[string]int {
+	t.Helper()
+	sz, err := ns.Subsz(&server.SubszOptions{Subscriptions: true, Limit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]int{}
+	for _, d := range sz.Subs {
+		by[d.Subject+" (client "+strconv.FormatUint(d.Cid, 10)+")"]++
+	}
+	return by
+}
+
+// subscribedDiff names the subscriptions of now that base does not hold.
+func subscribedDiff(base, now map[string]int) string {
+	var more []string
+	for k, n := range now {
+		if n > base[k] {
+			more = append(more, fmt.Sprintf("%s ×%d", k, n-base[k]))
+		}
+	}
+	slices.Sort(more)
+	return strings.Join(more, "\n")
 }
 
 // startGone starts the pipeline (opts are pipetest.Start's), its agent
@@ -260,6 +289,7 @@ func startGone(t *testing.T, frames, size int, opts ...pipetest.Option) *goneRun
 		}
 		return time.Since(since) >= time.Second
 	})
+	r.subjects = serverSubs(t, r.ns)
 	return r
 }
 
@@ -279,7 +309,8 @@ func (r *goneRun) released(t *testing.T, what string) {
 		n, left = pipelineStacks()
 		return n <= r.base && int(r.ns.NumSubscriptions()) <= r.subs
 	}) {
-		t.Fatalf("%s: still held: %d goroutines (%d before), %d subscriptions (%d before):\n%s", what, n, r.base, r.ns.NumSubscriptions(), r.subs, left)
+		t.Fatalf("%s: still held: %d goroutines (%d before), %d subscriptions (%d before), subscribed beyond the baseline:\n%s\n%s",
+			what, n, r.base, r.ns.NumSubscriptions(), r.subs, subscribedDiff(r.subjects, serverSubs(t, r.ns)), left)
 	}
 }
 
