@@ -119,6 +119,17 @@ func TestA2AV1WireGolden(t *testing.T) {
 			`{"message":{"role":1,"parts":[{"text":"Hello"}],"messageId":"msg-uuid-3"},"configuration":{"historyLength":"0"}}`), version: "1.0"},
 		{name: "jsonrpc_list_page_size_not_integer", method: "POST", path: "/a2a/v1", body: rpc(23, "ListTasks", `{"pageSize":"two"}`), version: "1.0"},
 		{name: "jsonrpc_list_page_size_out_of_range", method: "POST", path: "/a2a/v1", body: rpc(24, "ListTasks", `{"pageSize":"2147483648"}`), version: "1.0"},
+		// HTTP+JSON reads ProtoJSON as JSON-RPC does: a body's members by
+		// their proto field names; a member by both its names is refused
+		// (ProtoJSON's duplicate field).
+		{name: "rest_push_config_duplicate_field", method: "POST", path: "/a2a/v1/tasks/task-uuid/pushNotificationConfigs",
+			body: `{"url":"https://client.example.com/webhook","task_id":"task-uuid","taskId":"task-uuid"}`, version: "1.0"},
+		{name: "rest_send_proto_names", method: "POST", path: "/a2a/v1/message:send", version: "1.0",
+			body: `{"message":{"role":"ROLE_USER","parts":[{"text":"Hello","media_type":"text/plain"}],"message_id":"msg-uuid-4","context_id":"ctx-uuid"},` +
+				`"configuration":{"history_length":0,"accepted_output_modes":["text/plain"]}}`},
+		{name: "rest_send_duplicate_field", method: "POST", path: "/a2a/v1/message:send", version: "1.0",
+			body: `{"message":{"role":"ROLE_USER","parts":[{"text":"Hello"}],"message_id":"msg-uuid-5","messageId":"msg-uuid-5"}}`},
+		{name: "jsonrpc_get_duplicate_field", method: "POST", path: "/a2a/v1", body: rpc(25, "GetTask", `{"id":"{{task}}","history_length":0,"historyLength":0}`), version: "1.0"},
 	}
 	task := ""
 	for _, c := range cases {

@@ -777,8 +777,11 @@ func jsonBodyValid(body []byte) bool {
 // answers, in the binding's error shape, one over the limit (413, as every
 // other door: the SDK read the cut body as a parse error) and a non-empty
 // one that is not one JSON value (400: the SDK's json.Decoder read the first
-// value and acted on it, trailing data unread). It reports whether the call
-// goes on, r's body then the body read, which it returns.
+// value and acted on it, trailing data unread). A body is a request of
+// a2a.proto in ProtoJSON, read as JSON-RPC's params are (protoJSON: proto
+// field names, integers and enums in ProtoJSON's other forms), what
+// ProtoJSON refuses 400 INVALID_ARGUMENT. It reports whether the call
+// goes on, r's body then the body as the SDK reads it, which it returns.
 func checkRESTBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -795,9 +798,11 @@ func checkRESTBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte,
 		writePlain(w, fmt.Errorf("%w: the body is not one JSON value", a2a.ErrParseError), nil, true)
 		return nil, false
 	}
-	if body, err = protoJSONNumbers(restBodyMethod(r.URL.Path), body); err != nil {
-		writePlain(w, err, nil, true)
-		return nil, false
+	if len(bytes.TrimSpace(body)) > 0 {
+		if body, err = protoJSON(restBodyMethod(r.URL.Path), body); err != nil {
+			writePlain(w, err, nil, true)
+			return nil, false
+		}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return body, true
@@ -805,7 +810,8 @@ func checkRESTBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte,
 
 // restBodyMethod is the method whose request an HTTP+JSON POST to path
 // carries as its body, for protoJSONNumbers: message:send's and
-// message:stream's (the others' bodies have no integer or enum).
+// message:stream's (the others' bodies, a push config, a cancel, have no
+// integer or enum: "", whose body protoJSON reads for names alone).
 func restBodyMethod(path string) string {
 	switch {
 	case strings.HasSuffix(path, "/message:send"):
@@ -816,17 +822,28 @@ func restBodyMethod(path string) string {
 	return ""
 }
 
-// callParams is a call of method's params as the SDK reads them: with
-// JSON names (protoJSONParams) and its integers and enums as the SDK reads
-// them (protoJSONNumbers, whose error it returns), and {} when the call
-// has none. JSON-RPC 2.0 lets a call leave them out (the spec's
-// GetExtendedAgentCard example does), and the SDK's decoding of nothing
-// was a parse error.
+// callParams is a call of method's params as the SDK reads them
+// (protoJSON), and {} when the call has none. JSON-RPC 2.0 lets a call
+// leave them out (the spec's GetExtendedAgentCard example does), and the
+// SDK's decoding of nothing was a parse error.
 func callParams(method string, params json.RawMessage) (json.RawMessage, error) {
 	if len(params) == 0 {
 		return json.RawMessage(`{}`), nil
 	}
-	return protoJSONNumbers(method, protoJSONParams(params))
+	return protoJSON(method, params)
+}
+
+// protoJSON is req, a request of method in ProtoJSON (a JSON-RPC call's
+// params, an HTTP+JSON body: one path for both bindings), as the SDK's
+// transports read it: with JSON names (protoJSONParams) and its integers
+// and enums in the SDK's forms (protoJSONNumbers); the error (InvalidParams)
+// is theirs, for what ProtoJSON refuses.
+func protoJSON(method string, req json.RawMessage) (json.RawMessage, error) {
+	req, err := protoJSONParams(req)
+	if err != nil {
+		return nil, err
+	}
+	return protoJSONNumbers(method, req)
 }
 
 // requestedVersion is the A2A-Version the client asked for: the header, or

@@ -129,6 +129,8 @@ func FuzzProtoJSONNumbers(f *testing.F) {
 		`{"status":3}`, `{"status":"TASK_STATE_WORKING"}`, `{"status":12}`, `{"status":"3"}`, `{"pageSize":"3000000000"}`,
 		`{"historyLength":" 2"}`, `{"pageSize":-0.0}`, `{"status":1.0}`, `{"historyLength":"-2147483648"}`, `{"pageSize":"0x1"}`,
 		`{"page\u0053ize":"2"}`, `{"pageSize":null}`, `{"historyLength":"1e99999999999"}`, `{"pageSize":"2","contextId":"c"}`, `{}`, `[]`, `null`,
+		// A member by both its names: ProtoJSON's duplicate field, refused.
+		`{"page_size":1,"pageSize":"1"}`, `{"context_id":"c","status":3,"contextId":"c"}`,
 	} {
 		f.Add([]byte(s))
 	}

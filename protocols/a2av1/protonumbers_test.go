@@ -71,3 +71,50 @@ func TestProtoJSONNumbersAtTheDoor(t *testing.T) {
 		t.Errorf("HTTP+JSON message:send with historyLength \"-\": %d %s", status, restBody)
 	}
 }
+
+// TestProtoJSONNamesOnHTTPJSON: the HTTP+JSON binding reads a body's
+// members by their proto field names (message_id, context_id,
+// history_length, accepted_output_modes) as by their JSON names, as
+// JSON-RPC reads params (A2A v1.0's HTTP+JSON is ProtoJSON of a2a.proto),
+// on message:send and message:stream; a member sent by both names is 400
+// INVALID_ARGUMENT naming it, as ProtoJSON refuses a duplicate field (so
+// is it on JSON-RPC, -32602). Before, message:send read no snake_case member: 400
+// "message.messageId is required".
+func TestProtoJSONNamesOnHTTPJSON(t *testing.T) {
+	p := askPipeline(t)
+	v1 := map[string]string{"A2A-Version": "1.0"}
+	status, _, body := rawCall(t, "POST", p.URL+a2av1.Path+"/message:send",
+		`{"message":{"message_id":"m-sn1","context_id":"ctx-snake","role":"ROLE_USER","parts":[{"text":"snake","media_type":"text/plain"}]},`+
+			`"configuration":{"history_length":0,"accepted_output_modes":["text/plain"]}}`, v1)
+	var res struct {
+		Task a2a.Task `json:"task"`
+	}
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &res) != nil || res.Task.ID == "" ||
+		res.Task.ContextID != "ctx-snake" || len(res.Task.History) != 0 || res.Task.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("message:send with proto field names: %d %s; want the task, input-required, in context ctx-snake, no history", status, body)
+	}
+	task := string(res.Task.ID)
+	status, hdr, body := rawCall(t, "POST", p.URL+a2av1.Path+"/message:stream",
+		`{"message":{"message_id":"m-sn2","task_id":"`+task+`","role":"ROLE_USER","parts":[{"text":"ask again"}]},"configuration":{"history_length":1}}`, v1)
+	if status != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), "text/event-stream") ||
+		!strings.Contains(body, `"taskId":"`+task+`"`) || !strings.Contains(body, "TASK_STATE_INPUT_REQUIRED") {
+		t.Fatalf("message:stream with proto field names: %d %s; want the task's stream", status, body)
+	}
+	for _, c := range []struct{ path, body, says string }{
+		{"/message:send", `{"message":{"message_id":"m-sn3","messageId":"m-sn3","role":"ROLE_USER","parts":[{"text":"x"}]}}`,
+			"duplicate field message.messageId: sent as message_id and as messageId"},
+		{"/message:stream", `{"message":{"messageId":"m-sn4","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{"history_length":1,"historyLength":1}}`,
+			"duplicate field configuration.historyLength"},
+		{"/tasks/" + task + "/pushNotificationConfigs", `{"url":"https://client.example.com/hook","task_id":"` + task + `","taskId":"` + task + `"}`,
+			"duplicate field taskId"},
+	} {
+		status, _, body := rawCall(t, "POST", p.URL+a2av1.Path+c.path, c.body, v1)
+		if status != http.StatusBadRequest || !strings.Contains(body, `"status":"INVALID_ARGUMENT"`) || !strings.Contains(body, c.says) {
+			t.Errorf("POST %s %s: %d %s; want 400 INVALID_ARGUMENT saying %s", c.path, c.body, status, body, c.says)
+		}
+	}
+	if _, code, body := rpcCall(t, p, "GetTask", `{"id":"`+task+`","history_length":1,"historyLength":1}`); code != -32602 ||
+		!strings.Contains(body, "duplicate field historyLength") {
+		t.Errorf("JSON-RPC GetTask with history_length and historyLength: %s; want -32602 naming historyLength", body)
+	}
+}

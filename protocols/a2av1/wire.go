@@ -3,8 +3,12 @@ package a2av1
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"mime"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -276,23 +280,27 @@ func specAnswer(st restStatus) (code int, name string) {
 	return code, name
 }
 
-// protoJSONParams returns the params of a JSON-RPC call with the proto
-// field names a ProtoJSON parser accepts beside the JSON names
-// (history_length for historyLength, message_id, task_id…: A2A's JSON is
-// ProtoJSON, and the TCK's JSON-RPC client sends them) written as JSON
-// names, which is all the SDK's transport reads. Values are unchanged, and
-// so are the members of the free-form fields (metadata, a data part's
-// data: google.protobuf.Struct and Value in a2a.proto). Params without an
-// underscore, or that are not JSON, are returned as they are.
-func protoJSONParams(params json.RawMessage) json.RawMessage {
-	if !bytes.Contains(params, []byte("_")) {
-		return params
+// protoJSONParams returns params, a request of A2A v1.0 (a JSON-RPC
+// call's params, an HTTP+JSON body), with the proto field names a
+// ProtoJSON parser accepts beside the JSON names (history_length for
+// historyLength, message_id, task_id…: A2A's JSON is ProtoJSON, and the
+// TCK's JSON-RPC client sends them) written as JSON names, which is all
+// the SDK's transports read. Values are unchanged, and so are the members
+// of the free-form fields (metadata, a data part's data:
+// google.protobuf.Struct and Value in a2a.proto). A member sent by both
+// its names (message_id and messageId in one object) is InvalidParams
+// naming it, as ProtoJSON refuses it ("duplicate field"); the SDK read
+// one and dropped the other. Params without an underscore, or that are
+// not JSON, are returned as they are.
+func protoJSONParams(params json.RawMessage) (json.RawMessage, error) {
+	if !bytes.Contains(params, []byte("_")) && !bytes.Contains(params, []byte(`\u`)) {
+		return params, nil
 	}
-	out, changed := jsonNames(params, 0)
-	if !changed {
-		return params
+	out, changed, err := jsonNames(params, "", 0)
+	if err != nil || !changed {
+		return params, err
 	}
-	return out
+	return out, nil
 }
 
 // jsonNamesDepth bounds the nesting jsonNames descends into: A2A's
@@ -302,47 +310,67 @@ const jsonNamesDepth = 16
 
 // jsonNames rewrites the snake_case member names of v (recursively, not
 // inside metadata or data, to depth jsonNamesDepth) to lowerCamelCase;
-// changed reports whether any was.
-func jsonNames(v json.RawMessage, depth int) (out json.RawMessage, changed bool) {
+// changed reports whether any was. path is v's place in the request
+// ("message.", "message.parts[1]."; "" at its top), for the error naming
+// a member sent by both names (errDuplicateField), the first in the
+// order of the names at the shallowest level that has one.
+func jsonNames(v json.RawMessage, path string, depth int) (out json.RawMessage, changed bool, err error) {
 	t := bytes.TrimLeft(v, " \t\r\n")
 	switch {
 	case depth >= jsonNamesDepth:
-		return v, false
+		return v, false, nil
 	case len(t) > 0 && t[0] == '{':
 		var m map[string]json.RawMessage
 		if json.Unmarshal(v, &m) != nil {
-			return v, false
+			return v, false, nil
+		}
+		keys := slices.Sorted(maps.Keys(m))
+		for _, k := range keys {
+			if ck := lowerCamel(k); ck != k {
+				if _, dup := m[ck]; dup {
+					return v, false, duplicateField(path, k, ck)
+				}
+			}
 		}
 		n := make(map[string]json.RawMessage, len(m))
-		for k, x := range m {
+		for _, k := range keys {
+			x, ck := m[k], lowerCamel(k)
 			if k != "metadata" && k != "data" {
 				var c bool
-				if x, c = jsonNames(x, depth+1); c {
-					changed = true
+				if x, c, err = jsonNames(x, path+ck+".", depth+1); err != nil {
+					return v, false, err
 				}
+				changed = changed || c
 			}
-			if ck := lowerCamel(k); ck != k {
-				if _, dup := m[ck]; !dup {
-					k, changed = ck, true
-				}
-			}
-			n[k] = x
+			changed = changed || ck != k
+			n[ck] = x
 		}
-		return remarshal(v, n, changed)
+		out, changed = remarshal(v, n, changed)
+		return out, changed, nil
 	case len(t) > 0 && t[0] == '[':
 		var a []json.RawMessage
 		if json.Unmarshal(v, &a) != nil {
-			return v, false
+			return v, false, nil
 		}
+		elem := strings.TrimSuffix(path, ".")
 		for i := range a {
 			var c bool
-			if a[i], c = jsonNames(a[i], depth+1); c {
-				changed = true
+			if a[i], c, err = jsonNames(a[i], elem+"["+strconv.Itoa(i)+"].", depth+1); err != nil {
+				return v, false, err
 			}
+			changed = changed || c
 		}
-		return remarshal(v, a, changed)
+		out, changed = remarshal(v, a, changed)
+		return out, changed, nil
 	}
-	return v, false
+	return v, false, nil
+}
+
+// duplicateField is the InvalidParams of a member sent by its proto name
+// and its JSON name in one object (at path), which ProtoJSON refuses.
+func duplicateField(path, protoName, jsonName string) error {
+	return fmt.Errorf("%w: duplicate field %s%s: sent as %s and as %s (a field by its proto name or its JSON name, not both)",
+		a2a.ErrInvalidParams, path, jsonName, protoName, jsonName)
 }
 
 // remarshal is x encoded, in place of v, when changed; v itself (and

@@ -2,8 +2,11 @@ package a2av1
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
 )
 
 // TestProtoJSONParams: proto field names become JSON names at every level
@@ -18,14 +21,35 @@ func TestProtoJSONParams(t *testing.T) {
 				`"parts":[{"mediaType":"text/plain","metadata":{"x_y":1},"text":"a_b"},{"data":{"k_v":2}}],"taskId":"t"}}`},
 		{`{"id":"t1","historyLength":1}`, `{"id":"t1","historyLength":1}`},
 		{`{"metadata":{"a_b":1},"id":"x_y"}`, `{"metadata":{"a_b":1},"id":"x_y"}`},
-		{`{"history_length":1,"historyLength":2}`, `{"history_length":1,"historyLength":2}`},
+		{`{"page\u005fsize":1}`, `{"pageSize":1}`},
+		{`{"push_notification_config":{"url":"u","authentication":{"scheme":"Bearer"}},"task_id":"t"}`,
+			`{"pushNotificationConfig":{"url":"u","authentication":{"scheme":"Bearer"}},"taskId":"t"}`},
 		{`not json_at all`, `not json_at all`},
 		// Deeper than jsonNamesDepth: left as it is.
 		{strings.Repeat(`[`, 20) + `{"a_b":1}` + strings.Repeat(`]`, 20), strings.Repeat(`[`, 20) + `{"a_b":1}` + strings.Repeat(`]`, 20)},
 	} {
-		got := protoJSONParams(json.RawMessage(c.in))
-		if string(got) != c.want {
-			t.Errorf("protoJSONParams(%s) = %s, want %s", c.in, got, c.want)
+		got, err := protoJSONParams(json.RawMessage(c.in))
+		if string(got) != c.want || err != nil {
+			t.Errorf("protoJSONParams(%s) = %s, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+	// A member by both its names is refused, as ProtoJSON refuses it
+	// ("duplicate field"), named by its place in the request; the members
+	// of metadata and data are free-form, any names.
+	for in, says := range map[string]string{
+		`{"history_length":1,"historyLength":2}`:                                                             "duplicate field historyLength: sent as history_length and as historyLength",
+		`{"message":{"messageId":"a","message_id":"b"}}`:                                                     "duplicate field message.messageId: sent as message_id",
+		`{"message":{"parts":[{"text":"x"},{"media_type":"a","mediaType":"b"}]}}`:                            "duplicate field message.parts[1].mediaType",
+		`{"configuration":{"accepted_output_modes":[],"acceptedOutputModes":[]},"task_id":"t","taskId":"t"}`: "duplicate field taskId",
+	} {
+		got, err := protoJSONParams(json.RawMessage(in))
+		if !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), says) {
+			t.Errorf("protoJSONParams(%s) = %s, %v; want InvalidParams saying %s", in, got, err, says)
+		}
+	}
+	for _, in := range []string{`{"metadata":{"a_b":1,"aB":2}}`, `{"message":{"parts":[{"data":{"k_v":1,"kV":2}}]}}`} {
+		if got, err := protoJSONParams(json.RawMessage(in)); err != nil || string(got) != in {
+			t.Errorf("protoJSONParams(%s) = %s, %v; want it as it is", in, got, err)
 		}
 	}
 	for k, want := range map[string]string{"history_length": "historyLength", "task_push_notification_config": "taskPushNotificationConfig",
