@@ -120,8 +120,11 @@ func TestA2AV1WireGolden(t *testing.T) {
 		{name: "jsonrpc_list_page_size_not_integer", method: "POST", path: "/a2a/v1", body: rpc(23, "ListTasks", `{"pageSize":"two"}`), version: "1.0"},
 		{name: "jsonrpc_list_page_size_out_of_range", method: "POST", path: "/a2a/v1", body: rpc(24, "ListTasks", `{"pageSize":"2147483648"}`), version: "1.0"},
 		// HTTP+JSON reads ProtoJSON as JSON-RPC does: a body's members by
-		// their proto field names; a member by both its names is refused
-		// (ProtoJSON's duplicate field).
+		// their proto field names, a query's enum by number; a member by
+		// both its names is refused (ProtoJSON's duplicate field), and so
+		// is a number naming no TaskState.
+		{name: "rest_list_status_number", method: "GET", path: "/a2a/v1/tasks?status=3&pageSize=1&historyLength=0", version: "1.0"},
+		{name: "rest_list_status_not_a_value", method: "GET", path: "/a2a/v1/tasks?status=9", version: "1.0"},
 		{name: "rest_push_config_duplicate_field", method: "POST", path: "/a2a/v1/tasks/task-uuid/pushNotificationConfigs",
 			body: `{"url":"https://client.example.com/webhook","task_id":"task-uuid","taskId":"task-uuid"}`, version: "1.0"},
 		{name: "rest_send_proto_names", method: "POST", path: "/a2a/v1/message:send", version: "1.0",

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -453,17 +454,25 @@ const restListPath = Path + "/tasks"
 // gives the filter and the only one the SDK's handler reads: a2a-go/v2's
 // client (v2.4.0, a2aclient/rest.go) sends the filter as lastUpdatedAfter,
 // which was ignored, every task listed. statusTimestampAfter wins when
-// both are given. It returns r, or a copy with the query rewritten.
+// both are given. A status given by number is written by name
+// (queryStatus). It returns r, or a copy with the query rewritten.
 func restListAlias(r *http.Request) *http.Request {
 	if r.Method != http.MethodGet || r.URL.Path != restListPath {
 		return r
 	}
 	q := r.URL.Query()
-	alias := q.Get("lastUpdatedAfter")
-	if alias == "" || q.Has("statusTimestampAfter") {
+	changed := false
+	if alias := q.Get("lastUpdatedAfter"); alias != "" && !q.Has("statusTimestampAfter") {
+		q.Set("statusTimestampAfter", alias)
+		changed = true
+	}
+	if st, err := queryStatus(q); err == nil && st != q.Get("status") {
+		q.Set("status", st)
+		changed = true
+	}
+	if !changed {
 		return r
 	}
-	q.Set("statusTimestampAfter", alias)
 	r2 := r.Clone(r.Context())
 	r2.URL.RawQuery = q.Encode()
 	r2.RequestURI = r2.URL.RequestURI()
@@ -490,6 +499,9 @@ func restQueryError(r *http.Request) (taskID string, err error) {
 			if err := queryInt(q.Get(name), name); err != nil {
 				return "", err
 			}
+		}
+		if _, err := queryStatus(q); err != nil {
+			return "", err
 		}
 		if v := q.Get("includeArtifacts"); v != "" {
 			if _, err := strconv.ParseBool(v); err != nil {
@@ -524,6 +536,28 @@ func queryInt(v, name string) error {
 		return fmt.Errorf("%w: %s must be an integer, not %s", a2a.ErrInvalidParams, name, jsonrpc.QuoteForMessage(v))
 	}
 	return nil
+}
+
+// queryStatus is the status query parameter of an HTTP+JSON ListTasks
+// (an enum, a2a.proto's TaskState) as the SDK's handler reads it, by
+// name: a decimal number is read as the gRPC-gateway reads an enum in a
+// query (a value's name, else strconv.Atoi's number), its value's name,
+// and a number that names no value is InvalidParams naming the parameter,
+// as the same number in JSON-RPC's params (protoField.enum). Any other
+// value is returned as it is, the handler's to read (a name) or refuse.
+func queryStatus(q url.Values) (string, error) {
+	v := q.Get("status")
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return v, nil
+	}
+	name, err := protoField{kind: protoTaskState}.enum("status", strconv.Itoa(n))
+	if err != nil {
+		return v, err
+	}
+	var st string
+	_ = json.Unmarshal(name, &st)
+	return st, nil
 }
 
 // restStreamPath is the HTTP+JSON binding's SendStreamingMessage, which

@@ -4,11 +4,15 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -85,6 +89,41 @@ func FuzzProtoJSONNames(f *testing.F) {
 		if gm.MessageID != m.GetMessageId() || gm.ContextID != m.GetContextId() || gm.TaskID != m.GetTaskId() ||
 			!slices.Equal(gm.ReferenceTaskIDs, m.GetReferenceTaskIds()) || hl != want || !slices.Equal(modes, c.GetAcceptedOutputModes()) {
 			t.Fatalf("%q: read %s; ProtoJSON reads %v", data, out, &pb)
+		}
+	})
+}
+
+// FuzzRESTListStatus checks the HTTP+JSON ListTasks query's status
+// (queryStatus) against the gRPC-gateway's reading of a2a.proto's
+// ListTasksRequest from a query (runtime.PopulateQueryParameters): a value
+// it takes is taken, as the name of the TaskState it reads (but for a
+// number beyond 32 bits, which it wraps into one and which is refused
+// here); a value it refuses is never rewritten, and is refused here when
+// it is a number (a name is the handler's to refuse).
+func FuzzRESTListStatus(f *testing.F) {
+	for _, s := range []string{"3", "TASK_STATE_COMPLETED", "0", "9", "-1", "+3", "03", "4294967299", "x", "", " 3", "3.0", "TASK_STATE_UNSPECIFIED"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		st, err := queryStatus(url.Values{"status": {v}})
+		var pb a2apb.ListTasksRequest
+		gwErr := runtime.PopulateQueryParameters(&pb, url.Values{"status": {v}}, utilities.NewDoubleArray(nil))
+		n, atoiErr := strconv.Atoi(v)
+		switch {
+		case gwErr == nil && atoiErr == nil && int64(n) != int64(int32(n)):
+			if err == nil {
+				t.Fatalf("%q: read as %q; want it refused (beyond 32 bits)", v, st)
+			}
+		case gwErr == nil:
+			if err != nil || st != pb.GetStatus().String() {
+				t.Fatalf("%q: read as %q, %v; the gateway reads %v", v, st, err, pb.GetStatus())
+			}
+		case err == nil && st != v:
+			t.Fatalf("%q: rewritten as %q; the gateway refuses it: %v", v, st, gwErr)
+		case err == nil && atoiErr == nil:
+			t.Fatalf("%q: a number the gateway refuses (%v), taken", v, gwErr)
+		case err != nil && !errors.Is(err, a2a.ErrInvalidParams):
+			t.Fatalf("%q: error of another kind: %v", v, err)
 		}
 	})
 }

@@ -78,7 +78,8 @@ func TestProtoJSONNumbersAtTheDoor(t *testing.T) {
 // JSON-RPC reads params (A2A v1.0's HTTP+JSON is ProtoJSON of a2a.proto),
 // on message:send and message:stream; a member sent by both names is 400
 // INVALID_ARGUMENT naming it, as ProtoJSON refuses a duplicate field (so
-// is it on JSON-RPC, -32602). Before, message:send read no snake_case member: 400
+// is it on JSON-RPC, -32602). A ListTasks query takes the status by
+// number. Before, message:send read no snake_case member: 400
 // "message.messageId is required".
 func TestProtoJSONNamesOnHTTPJSON(t *testing.T) {
 	p := askPipeline(t)
@@ -99,6 +100,14 @@ func TestProtoJSONNamesOnHTTPJSON(t *testing.T) {
 	if status != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), "text/event-stream") ||
 		!strings.Contains(body, `"taskId":"`+task+`"`) || !strings.Contains(body, "TASK_STATE_INPUT_REQUIRED") {
 		t.Fatalf("message:stream with proto field names: %d %s; want the task's stream", status, body)
+	}
+	if status, _, body = rawCall(t, "GET", p.URL+a2av1.Path+"/tasks?status=6", "", v1); status != http.StatusOK ||
+		!strings.Contains(body, `"id":"`+task+`"`) {
+		t.Errorf("GET /tasks?status=6: %d %s; want the input-required task", status, body)
+	}
+	if status, _, body = rawCall(t, "GET", p.URL+a2av1.Path+"/tasks?status=3", "", v1); status != http.StatusOK ||
+		strings.Contains(body, `"id":"`+task+`"`) {
+		t.Errorf("GET /tasks?status=3: %d %s; want no completed task", status, body)
 	}
 	for _, c := range []struct{ path, body, says string }{
 		{"/message:send", `{"message":{"message_id":"m-sn3","messageId":"m-sn3","role":"ROLE_USER","parts":[{"text":"x"}]}}`,

@@ -36,6 +36,9 @@ func TestRESTQueryInvalidParams(t *testing.T) {
 		{"/tasks?statusTimestampAfter=2026-11-25", "statusTimestampAfter"},
 		{"/tasks?lastUpdatedAfter=yesterday", "lastUpdatedAfter"},
 		{"/tasks/a?historyLength=all", "historyLength"},
+		{"/tasks?status=9", "status"},
+		{"/tasks?status=-1", "status"},
+		{"/tasks?status=4294967299", "status"},
 	} {
 		code, body := get(tc.path)
 		if code != http.StatusBadRequest || !strings.Contains(body, `"reason":"INVALID_PARAMS"`) ||
@@ -47,9 +50,20 @@ func TestRESTQueryInvalidParams(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"/tasks?pageSize=5&historyLength=0&includeArtifacts=true&statusTimestampAfter=2026-11-25T00:00:00Z",
-		"/tasks/a?historyLength=2"} {
+		"/tasks/a?historyLength=2", "/tasks?status=3", "/tasks?status=%2B3", "/tasks?status=03", "/tasks?status=TASK_STATE_COMPLETED",
+		"/tasks?status=0"} {
 		if code, body := get(path); code != http.StatusOK || !strings.Contains(body, `"id":"a"`) {
 			t.Errorf("GET %s: %d %s; want task a", path, code, body)
 		}
+	}
+	// A status by number is the TaskState of that number, as by name
+	// (the gRPC-gateway's reading of an enum in a query): 3 (completed)
+	// lists task a above, 1 (submitted) none.
+	if code, body := get("/tasks?status=1"); code != http.StatusOK || strings.Contains(body, `"id":"a"`) {
+		t.Errorf("GET /tasks?status=1: %d %s; want no task (a is completed)", code, body)
+	}
+	if code, body := get("/tasks?status=9"); !strings.Contains(body, "status must be a TaskState name (such as TASK_STATE_SUBMITTED) or its number (0 to 8), not 9") ||
+		!strings.Contains(body, `"status":"INVALID_ARGUMENT"`) {
+		t.Errorf("GET /tasks?status=9: %d %s; want 400 INVALID_ARGUMENT saying what status takes", code, body)
 	}
 }
