@@ -57,6 +57,20 @@ var protoFields = map[string][]protoField{
 	"ListTaskPushNotificationConfigs": {{[]string{"pageSize"}, protoInt32}},
 }
 
+// quotedNames are the names of protoFields' members quoted, as
+// mayNeedNumbers looks for them (made once: a request pays no allocation
+// for them).
+var quotedNames = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, fields := range protoFields {
+		for _, f := range fields {
+			name := f.path[len(f.path)-1]
+			m[name] = []byte(`"` + name + `"`)
+		}
+	}
+	return m
+}()
+
 // protoJSONNumbers returns params, a call of method's params (JSON
 // names: protoJSONParams), with the members protoFields names written as
 // the SDK's decoding reads them: an integer as a JSON integer, an enum
@@ -101,11 +115,11 @@ func protoJSONNumbers(method string, params json.RawMessage) (json.RawMessage, e
 // miss one (a name written with escapes, \u0070ageSize, is looked for
 // in the params decoded).
 func mayNeedNumbers(params json.RawMessage, fields []protoField) bool {
-	if bytes.Contains(params, []byte(`\u`)) {
+	if _, escaped := memberNames(params); escaped {
 		return true
 	}
 	for _, f := range fields {
-		key := []byte(`"` + f.path[len(f.path)-1] + `"`)
+		key := quotedNames[f.path[len(f.path)-1]]
 		for rest := params; ; {
 			i := bytes.Index(rest, key)
 			if i < 0 {

@@ -290,10 +290,12 @@ func specAnswer(st restStatus) (code int, name string) {
 // google.protobuf.Struct and Value in a2a.proto). A member sent by both
 // its names (message_id and messageId in one object) is InvalidParams
 // naming it, as ProtoJSON refuses it ("duplicate field"); the SDK read
-// one and dropped the other. Params without an underscore, or that are
-// not JSON, are returned as they are.
+// one and dropped the other. Params none of whose member names holds an
+// underscore or an escape (memberNames: every v1.0 message's
+// "ROLE_USER" is a value), or that are not JSON, are returned as they
+// are.
 func protoJSONParams(params json.RawMessage) (json.RawMessage, error) {
-	if !bytes.Contains(params, []byte("_")) && !bytes.Contains(params, []byte(`\u`)) {
+	if underscore, escaped := memberNames(params); !underscore && !escaped {
 		return params, nil
 	}
 	out, changed, err := jsonNames(params, "", 0)
@@ -301,6 +303,44 @@ func protoJSONParams(params json.RawMessage) (json.RawMessage, error) {
 		return params, err
 	}
 	return out, nil
+}
+
+// memberNames reports whether a member name of the JSON text b (a string
+// followed by a colon, at any depth) holds an underscore, and whether one
+// holds an escape (a name the decoder reads otherwise than its bytes:
+// message\u005fid). A scan of the bytes, no decoding: the strings that are
+// values (an enum's "ROLE_USER", a text) are skipped. A text that is not
+// JSON reports both (the decoder then judges it).
+func memberNames(b []byte) (underscore, escaped bool) {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		j, under, esc := i+1, false, false
+		for ; j < len(b) && b[j] != '"'; j++ {
+			switch b[j] {
+			case '\\':
+				esc = true
+				j++
+			case '_':
+				under = true
+			}
+		}
+		if j >= len(b) {
+			return true, true
+		}
+		if under || esc {
+			k := j + 1
+			for k < len(b) && (b[k] == ' ' || b[k] == '\t' || b[k] == '\r' || b[k] == '\n') {
+				k++
+			}
+			if k < len(b) && b[k] == ':' {
+				underscore, escaped = underscore || under, escaped || esc
+			}
+		}
+		i = j
+	}
+	return underscore, escaped
 }
 
 // jsonNamesDepth bounds the nesting jsonNames descends into: A2A's

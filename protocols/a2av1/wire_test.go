@@ -59,3 +59,38 @@ func TestProtoJSONParams(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberNames: only member names are looked at (a value's underscore,
+// as every message's "ROLE_USER", or escape is not a name's), at any
+// depth, and a request of JSON names alone is read without a decode: no
+// allocation (a CI bench found 74 more per HTTP+JSON stream request when
+// the underscore of "ROLE_USER" sent every body through the decoder).
+func TestMemberNames(t *testing.T) {
+	for in, want := range map[string][2]bool{
+		`{"message":{"role":"ROLE_USER","messageId":"m_1","parts":[{"text":"a_b \"c_d\": \u0041"}]}}`: {false, false},
+		`{"message":{"message_id":"m"}}`:         {true, false},
+		`{"a":[{"b":{"task_id" : 1}}]}`:          {true, false},
+		`{"page\u0053ize":"2"}`:                  {false, true},
+		`{"text":"x\\"}`:                         {false, false},
+		`{"metadata":{"trace_id":"t"},"id":"x"}`: {true, false},
+		`{"unterminated`:                         {true, true},
+		`not json_at all`:                        {false, false},
+	} {
+		if u, e := memberNames([]byte(in)); [2]bool{u, e} != want {
+			t.Errorf("memberNames(%s) = %v, %v; want %v", in, u, e, want)
+		}
+	}
+	for method, req := range map[string]string{
+		methodSendStreamingMessage: `{"message":{"role":"ROLE_USER","messageId":"m_1","parts":[{"text":"snake_case text"}]},"configuration":{"historyLength":2}}`,
+		"ListTasks":                `{"contextId":"c_1","pageSize":10,"status":"TASK_STATE_WORKING"}`,
+	} {
+		params := json.RawMessage(req)
+		if n := testing.AllocsPerRun(100, func() {
+			if _, err := protoJSON(method, params); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("protoJSON(%s, %s): %v allocations, want none (read as sent)", method, req, n)
+		}
+	}
+}
