@@ -309,39 +309,81 @@ func protoJSONParams(params json.RawMessage) (json.RawMessage, error) {
 // followed by a colon, at any depth) holds an underscore, and whether one
 // holds an escape (a name the decoder reads otherwise than its bytes:
 // message\u005fid). A scan of the bytes, no decoding: the strings that are
-// values (an enum's "ROLE_USER", a text) are skipped. A text that is not
-// JSON reports both (the decoder then judges it).
+// values (an enum's "ROLE_USER", a text) are skipped, and so are the
+// values of the free-form members jsonNames leaves as they are (metadata,
+// data: their names are the sender's). A text that is not JSON may report
+// both (the decoder then judges it).
 func memberNames(b []byte) (underscore, escaped bool) {
 	for i := 0; i < len(b); i++ {
 		if b[i] != '"' {
 			continue
 		}
-		j, under, esc := i+1, false, false
-		for ; j < len(b) && b[j] != '"'; j++ {
-			switch b[j] {
-			case '\\':
-				esc = true
-				j++
-			case '_':
-				under = true
-			}
-		}
-		if j >= len(b) {
+		end := stringEnd(b, i)
+		if end >= len(b) {
 			return true, true
 		}
-		if under || esc {
-			k := j + 1
-			for k < len(b) && (b[k] == ' ' || b[k] == '\t' || b[k] == '\r' || b[k] == '\n') {
-				k++
-			}
-			if k < len(b) && b[k] == ':' {
-				underscore, escaped = underscore || under, escaped || esc
+		k := end + 1
+		for k < len(b) && isJSONSpace(b[k]) {
+			k++
+		}
+		if k < len(b) && b[k] == ':' {
+			name := b[i+1 : end]
+			esc := bytes.IndexByte(name, '\\') >= 0
+			underscore, escaped = underscore || bytes.IndexByte(name, '_') >= 0, escaped || esc
+			if !esc && (string(name) == "metadata" || string(name) == "data") {
+				end = skipValue(b, k+1) - 1
 			}
 		}
-		i = j
+		i = end
 	}
 	return underscore, escaped
 }
+
+// stringEnd is the index of the quote that ends the JSON string opening
+// at b[i], len(b) when none does.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j
+		}
+	}
+	return len(b)
+}
+
+// skipValue is the index just past the JSON value that starts at b[i]
+// (after any white space): past its closing bracket or quote, or at the
+// comma or bracket that ends a scalar; len(b) when it does not end.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			if i = stringEnd(b, i); depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(b)
+}
+
+// isJSONSpace reports whether c is JSON's white space.
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // jsonNamesDepth bounds the nesting jsonNames descends into: A2A's
 // request messages nest a few levels outside their free-form fields, and

@@ -68,13 +68,18 @@ func TestProtoJSONParams(t *testing.T) {
 func TestMemberNames(t *testing.T) {
 	for in, want := range map[string][2]bool{
 		`{"message":{"role":"ROLE_USER","messageId":"m_1","parts":[{"text":"a_b \"c_d\": \u0041"}]}}`: {false, false},
-		`{"message":{"message_id":"m"}}`:         {true, false},
-		`{"a":[{"b":{"task_id" : 1}}]}`:          {true, false},
-		`{"page\u0053ize":"2"}`:                  {false, true},
-		`{"text":"x\\"}`:                         {false, false},
-		`{"metadata":{"trace_id":"t"},"id":"x"}`: {true, false},
-		`{"unterminated`:                         {true, true},
-		`not json_at all`:                        {false, false},
+		`{"message":{"message_id":"m"}}`:                                                {true, false},
+		`{"a":[{"b":{"task_id" : 1}}]}`:                                                 {true, false},
+		`{"page\u0053ize":"2"}`:                                                         {false, true},
+		`{"text":"x\\"}`:                                                                {false, false},
+		`{"metadata":{"trace_id":"t"},"id":"x"}`:                                        {false, false},
+		`{"metadata":{"a":[{"b_c":"}"}]},"task_id":"x"}`:                                {true, false},
+		`{"message":{"parts":[{"data":{"k_v":1}},{"media_type":"x"}]}}`:                 {true, false},
+		`{"message":{"parts":[{"data":{"k_v":[1,{"x_y":"]"}]}}],"metadata":{"e_f":2}}}`: {false, false},
+		`{"metadata":7,"history_length":1}`:                                             {true, false},
+		`{"meta\u0064ata":{"a_b":1}}`:                                                   {true, true},
+		`{"unterminated`:                                                                {true, true},
+		`not json_at all`:                                                               {false, false},
 	} {
 		if u, e := memberNames([]byte(in)); [2]bool{u, e} != want {
 			t.Errorf("memberNames(%s) = %v, %v; want %v", in, u, e, want)
@@ -83,6 +88,7 @@ func TestMemberNames(t *testing.T) {
 	for method, req := range map[string]string{
 		methodSendStreamingMessage: `{"message":{"role":"ROLE_USER","messageId":"m_1","parts":[{"text":"snake_case text"}]},"configuration":{"historyLength":2}}`,
 		"ListTasks":                `{"contextId":"c_1","pageSize":10,"status":"TASK_STATE_WORKING"}`,
+		methodSendMessage:          `{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"data":{"tool_name":"x"}}]},"metadata":{"frame_bytes":100}}`,
 	} {
 		params := json.RawMessage(req)
 		if n := testing.AllocsPerRun(100, func() {
