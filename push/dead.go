@@ -206,7 +206,7 @@ func Redeliver(ctx context.Context, nc *nats.Conn, f DeadFilter, opts ...Option)
 	if err != nil {
 		return rep, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	r := redelivery{ctx: ctx, nc: nc, kv: kv, stream: stream, o: o, client: o.httpClient(), rep: &rep}
+	r := redelivery{ctx: ctx, nc: nc, kv: kv, store: storeOver(js, kv, o), stream: stream, o: o, client: o.httpClient(), rep: &rep}
 	groups := map[configRef][]DeadLetter{}
 	var order []configRef
 	for _, d := range all {
@@ -228,6 +228,7 @@ type redelivery struct {
 	ctx    context.Context
 	nc     *nats.Conn
 	kv     jetstream.KeyValue
+	store  *Store // of kv: the configs read and deleted
 	stream jetstream.Stream
 	o      options
 	client *http.Client
@@ -235,7 +236,7 @@ type redelivery struct {
 }
 
 func (r *redelivery) config(ref configRef, ds []DeadLetter) error {
-	cfg, err := (&Store{kv: r.kv, o: r.o}).Get(r.ctx, ref.principal, ref.taskID, ref.id)
+	cfg, err := r.store.Get(r.ctx, ref.principal, ref.taskID, ref.id)
 	if errors.Is(err, ErrNotFound) {
 		for _, d := range ds {
 			if err := r.remove(d.Seq); err != nil {
@@ -295,13 +296,12 @@ func (r *redelivery) config(ref configRef, ds []DeadLetter) error {
 }
 
 // gone deletes ref's config cfg, whose webhook answered a redelivered
-// update 410 Gone, as the stage does (unsubscribed: only the config
+// update 410 Gone, as the stage does (Store.deleteSent: only the config
 // posted to, not one set again under its id since), and drops its
 // updates left, ds, as a deleted config's are (Dropped, one line in
 // Failures). Not deleted (the bucket unavailable), they are kept.
 func (r *redelivery) gone(ref configRef, cfg Config, ds []DeadLetter) error {
-	err := (&Store{kv: r.kv, o: r.o, now: time.Now}).deleteIf(r.ctx, ref.principal, ref.taskID, ref.id,
-		func(c Config) bool { return c.Created.Equal(cfg.Created) })
+	err := r.store.deleteSent(r.ctx, ref, cfg)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		r.rep.Kept += len(ds)
 		r.rep.Failures = append(r.rep.Failures, fmt.Sprintf("%s: webhook answered 410 Gone; the config could not be deleted: %v", cfg.String(), err))

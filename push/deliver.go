@@ -665,12 +665,11 @@ func (s *stage) outcome(it item, ev event, base cursor, cur *cursor, rev uint64,
 // deleted as Store.Delete deletes it (the config, then its cursor: every
 // replica's lane and drain finds it gone and sends nothing more), only
 // when it is still the one that was posted to (not one set again under
-// its id since, by its Created time); a config already gone is errGone.
+// its id since: Store.deleteSent); a config already gone is errGone.
 // The update is neither retried nor dead-lettered. Logged with the
 // config's host only (Config.String), counted (e2a_push_gone_total).
 func (s *stage) unsubscribed(it item, ev event) error {
-	st := &Store{js: s.js, kv: s.kv, o: s.o, now: time.Now}
-	err := st.deleteIf(s.ctx, it.ref.principal, it.ref.taskID, it.ref.id, func(c Config) bool { return c.Created.Equal(it.cfg.Created) })
+	err := storeOver(s.js, s.kv, s.o).deleteSent(s.ctx, it.ref, it.cfg)
 	switch {
 	case err == nil:
 		s.metrics.gone.Inc()

@@ -72,7 +72,14 @@ func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error
 	if err != nil {
 		return nil, err
 	}
-	return &Store{js: js, kv: kv, o: o, now: time.Now}, nil
+	return storeOver(js, kv, o), nil
+}
+
+// storeOver is a Store of the E2A_PUSH bucket kv, bound on js, with the
+// options o: NewStore's, and the one the stage and a redelivery use to
+// read and delete configs as the A2A methods do.
+func storeOver(js jetstream.JetStream, kv jetstream.KeyValue, o options) *Store {
+	return &Store{js: js, kv: kv, o: o, now: time.Now}
 }
 
 // openBucket connects to JetStream on nc and binds the E2A_PUSH bucket,
@@ -506,6 +513,14 @@ func (s *Store) deleteIf(ctx context.Context, principal, taskID, id string, is f
 		}
 	}
 	return fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
+}
+
+// deleteSent deletes ref's config as Delete does, only when it is still
+// sent, the config an update was posted to (its Created time), not one
+// set again under its id since; ErrNotFound otherwise. The stage and a
+// redelivery call it when the webhook answered 410 Gone.
+func (s *Store) deleteSent(ctx context.Context, ref configRef, sent Config) error {
+	return s.deleteIf(ctx, ref.principal, ref.taskID, ref.id, func(c Config) bool { return c.Created.Equal(sent.Created) })
 }
 
 // remove stores tc without its config i under principal's task key of
