@@ -187,6 +187,7 @@
 // Tracing (internal/tracing, when on): each POST is a client span "push
 // POST", child of the trace context of the response frame it renders, so
 // it sits in the request's trace; it records the request id, event id,
-// config id, status and outcome (delivered, retry, refused), never the
-// URL, token or credentials.
+// config id, status and outcome (delivered; retry; gone, a 410 Gone
+// ending the config; refused, another permanent failure), never the URL,
+// token or credentials.
 package push

@@ -49,7 +49,9 @@ func deliverySpan(ctx context.Context, it item, ev event) (context.Context, trac
 }
 
 // endDeliverySpan ends a delivery's span with its outcome: delivered,
-// retry (a transient failure) or refused (permanent).
+// retry (a transient failure), gone (410 Gone: the receiver ended the
+// subscription, its config is deleted) or refused (another permanent
+// failure: the update is dead-lettered).
 func endDeliverySpan(span trace.Span, out attempt) {
 	if !span.IsRecording() {
 		return
@@ -60,6 +62,9 @@ func endDeliverySpan(span trace.Span, out attempt) {
 	switch {
 	case out.ok:
 		span.SetAttributes(tracing.AttrOutcome.String("delivered"))
+	case out.gone:
+		span.SetAttributes(tracing.AttrOutcome.String("gone"))
+		span.SetStatus(codes.Error, out.reason)
 	case out.permanent:
 		span.SetAttributes(tracing.AttrOutcome.String("refused"))
 		span.SetStatus(codes.Error, out.reason)
