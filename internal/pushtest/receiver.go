@@ -21,7 +21,9 @@ type Delivery struct {
 	Remote string
 	// Token is the notification token of either generation's header.
 	Token, Auth, EventID, Signature string
-	Body                            []byte
+	// ContentType is the POST's Content-Type header.
+	ContentType string
+	Body        []byte
 	// TaskID, Kind and State come from the body: Kind is "status" or
 	// "artifact" for an A2A v1.0 StreamResponse update or an A2A v0.3
 	// event, "task" for a Task (v1.0 StreamResponse task, or a v0.3 Task
@@ -61,6 +63,7 @@ func NewReceiver(t testing.TB) *Receiver {
 		d.Token = cmp.Or(req.Header.Get(push.HeaderTokenV1), req.Header.Get(push.HeaderTokenV03))
 		d.Auth, d.EventID = req.Header.Get("Authorization"), req.Header.Get(push.HeaderEventID)
 		d.Signature = req.Header.Get(push.HeaderSignature)
+		d.ContentType = req.Header.Get("Content-Type")
 		d.Remote = req.RemoteAddr
 		r.mu.Lock()
 		if h := r.hold; h != nil && !h.taken && h.path == d.Path {
