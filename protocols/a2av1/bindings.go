@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -121,11 +120,12 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			return // a path tenant naming another pool (pooltenant.go)
 		}
 		if !checkRPC {
-			if id, err := restQueryError(r); err != nil {
+			var id string
+			var err error
+			if r, id, err = restQuery(r); err != nil {
 				writeREST(w, restTaskError(err, id))
 				return
 			}
-			r = restListAlias(r)
 		}
 		ctx := withCall(r.Context(), call{header: r.Header, agent: r.URL.Query().Get("agent"),
 			version: requestedVersion(r), channel: "http", c: c, query: r.URL.Query(), r: r, body: body})
@@ -448,117 +448,6 @@ const (
 
 // restListPath is the HTTP+JSON binding's ListTasks (GET).
 const restListPath = Path + "/tasks"
-
-// restListAlias makes the query parameter lastUpdatedAfter of an
-// HTTP+JSON ListTasks an alias of statusTimestampAfter, the name a2a.proto
-// gives the filter and the only one the SDK's handler reads: a2a-go/v2's
-// client (v2.4.0, a2aclient/rest.go) sends the filter as lastUpdatedAfter,
-// which was ignored, every task listed. statusTimestampAfter wins when
-// both are given. A status given by number is written by name
-// (queryStatus). It returns r, or a copy with the query rewritten.
-func restListAlias(r *http.Request) *http.Request {
-	if r.Method != http.MethodGet || r.URL.Path != restListPath {
-		return r
-	}
-	q := r.URL.Query()
-	changed := false
-	if alias := q.Get("lastUpdatedAfter"); alias != "" && !q.Has("statusTimestampAfter") {
-		q.Set("statusTimestampAfter", alias)
-		changed = true
-	}
-	if st, err := queryStatus(q); err == nil && st != q.Get("status") {
-		q.Set("status", st)
-		changed = true
-	}
-	if !changed {
-		return r
-	}
-	r2 := r.Clone(r.Context())
-	r2.URL.RawQuery = q.Encode()
-	r2.RequestURI = r2.URL.RequestURI()
-	return r2
-}
-
-// restQueryError is the InvalidParams of an HTTP+JSON GetTask or ListTasks
-// (GET /tasks/{id}, GET /tasks) whose query parameter the SDK's handler
-// cannot read, naming it and what it must be (A2A v1.0 §11.5: numbers as
-// decimal strings, booleans, timestamps as ISO 8601), and the task the
-// path names (taskID, "" for ListTasks). The SDK's handler answered these
-// "invalid request" (reason INVALID_REQUEST, JSON-RPC's -32600 for a
-// malformed call) naming nothing, where JSON-RPC answers the same
-// parameter of the wrong type InvalidParams naming it (§5.1: errors mapped
-// alike on every binding). nil when the query is readable.
-func restQueryError(r *http.Request) (taskID string, err error) {
-	if r.Method != http.MethodGet {
-		return "", nil
-	}
-	q := r.URL.Query()
-	switch rest, ok := strings.CutPrefix(r.URL.Path, restListPath+"/"); {
-	case r.URL.Path == restListPath:
-		for _, name := range []string{"pageSize", "historyLength"} {
-			if err := queryInt(q.Get(name), name); err != nil {
-				return "", err
-			}
-		}
-		if _, err := queryStatus(q); err != nil {
-			return "", err
-		}
-		if v := q.Get("includeArtifacts"); v != "" {
-			if _, err := strconv.ParseBool(v); err != nil {
-				return "", fmt.Errorf("%w: includeArtifacts must be true or false, not %s", a2a.ErrInvalidParams, jsonrpc.QuoteForMessage(v))
-			}
-		}
-		name := "statusTimestampAfter"
-		if !q.Has(name) {
-			name = "lastUpdatedAfter" // its alias (restListAlias)
-		}
-		if v := q.Get(name); v != "" {
-			if _, err := time.Parse(time.RFC3339, v); err != nil {
-				return "", fmt.Errorf("%w: %s must be an RFC 3339 timestamp (2006-01-02T15:04:05Z), not %s",
-					a2a.ErrInvalidParams, name, jsonrpc.QuoteForMessage(v))
-			}
-		}
-	case ok && rest != "" && !strings.Contains(rest, "/") && !strings.HasSuffix(rest, ":subscribe"):
-		if err := queryInt(q.Get("historyLength"), "historyLength"); err != nil {
-			return rest, err
-		}
-	}
-	return "", nil
-}
-
-// queryInt is the InvalidParams of query parameter name's value v when it
-// is not a decimal integer (nil when it is, or is empty: not given).
-func queryInt(v, name string) error {
-	if v == "" {
-		return nil
-	}
-	if _, err := strconv.Atoi(v); err != nil {
-		return fmt.Errorf("%w: %s must be an integer, not %s", a2a.ErrInvalidParams, name, jsonrpc.QuoteForMessage(v))
-	}
-	return nil
-}
-
-// queryStatus is the status query parameter of an HTTP+JSON ListTasks
-// (an enum, a2a.proto's TaskState) as the SDK's handler reads it, by
-// name: a decimal number is read as the gRPC-gateway reads an enum in a
-// query (a value's name, else strconv.Atoi's number), its value's name,
-// and a number that names no value is InvalidParams naming the parameter,
-// as the same number in JSON-RPC's params (protoField.enum). Any other
-// value is returned as it is, the handler's to read (a name) or refuse.
-func queryStatus(q url.Values) (string, error) {
-	v := q.Get("status")
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return v, nil
-	}
-	name, err := protoField{kind: protoTaskState}.enum("status", strconv.Itoa(n))
-	if err != nil {
-		return v, err
-	}
-	var st string
-	_ = json.Unmarshal(name, &st)
-	return st, nil
-}
 
 // restStreamPath is the HTTP+JSON binding's SendStreamingMessage, which
 // streamREST answers.

@@ -34,7 +34,8 @@
 // batch, a v0.3 method name, params with proto field names or with
 // integers and enums in ProtoJSON's other forms: protonumbers.go; an
 // HTTP+JSON body read the same way, a member by both its names refused as
-// ProtoJSON refuses it, and a ListTasks query's status by number), and what
+// ProtoJSON refuses it, and an HTTP+JSON GET's query as the gRPC-gateway
+// reads it: restquery.go), and what
 // the SDK answers unlike the specification answered as it says (wire.go: a
 // body that is not JSON by its Content-Type, the HTTP+JSON binding's §5.4
 // statuses and its router's text 404 and 405 (a path none of its routes

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -14,6 +15,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // FuzzProtoJSONNames checks the door's reading of a SendMessage request
@@ -94,36 +96,118 @@ func FuzzProtoJSONNames(f *testing.F) {
 }
 
 // FuzzRESTListStatus checks the HTTP+JSON ListTasks query's status
-// (queryStatus) against the gRPC-gateway's reading of a2a.proto's
-// ListTasksRequest from a query (runtime.PopulateQueryParameters): a value
-// it takes is taken, as the name of the TaskState it reads (but for a
-// number beyond 32 bits, which it wraps into one and which is refused
-// here); a value it refuses is never rewritten, and is refused here when
-// it is a number (a name is the handler's to refuse).
+// against the gRPC-gateway's reading of it (gatewayQuery): a value it
+// takes is taken, as the name of the TaskState it reads (but for a number
+// beyond 32 bits, which it wraps into one and which is refused here); a
+// value it refuses is refused.
 func FuzzRESTListStatus(f *testing.F) {
 	for _, s := range []string{"3", "TASK_STATE_COMPLETED", "0", "9", "-1", "+3", "03", "4294967299", "x", "", " 3", "3.0", "TASK_STATE_UNSPECIFIED"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		st, err := queryStatus(url.Values{"status": {v}})
-		var pb a2apb.ListTasksRequest
-		gwErr := runtime.PopulateQueryParameters(&pb, url.Values{"status": {v}}, utilities.NewDoubleArray(nil))
-		n, atoiErr := strconv.Atoi(v)
-		switch {
-		case gwErr == nil && atoiErr == nil && int64(n) != int64(int32(n)):
-			if err == nil {
-				t.Fatalf("%q: read as %q; want it refused (beyond 32 bits)", v, st)
-			}
-		case gwErr == nil:
-			if err != nil || st != pb.GetStatus().String() {
-				t.Fatalf("%q: read as %q, %v; the gateway reads %v", v, st, err, pb.GetStatus())
-			}
-		case err == nil && st != v:
-			t.Fatalf("%q: rewritten as %q; the gateway refuses it: %v", v, st, gwErr)
-		case err == nil && atoiErr == nil:
-			t.Fatalf("%q: a number the gateway refuses (%v), taken", v, gwErr)
-		case err != nil && !errors.Is(err, a2a.ErrInvalidParams):
-			t.Fatalf("%q: error of another kind: %v", v, err)
-		}
+		gatewayQuery(t, "status="+url.QueryEscape(v))
 	})
+}
+
+// FuzzRESTQuery checks the HTTP+JSON GETs' reading of their query
+// (readQuery, for GetTask, ListTasks and ListTaskPushNotificationConfigs)
+// against the gRPC-gateway's (gatewayQuery): parameters by either name,
+// repeated, with the gateway's [key] syntax or a path, unknown ones.
+func FuzzRESTQuery(f *testing.F) {
+	for _, s := range []string{"page_size=3&pageSize=3", "pageSize=3&pageSize=4", "context_id=a&history_length=2&include_artifacts=1",
+		"status_timestamp_after=2026-01-01T00:00:00.5Z&status=2", "pageSize[x]=1", "page_size.x=1", "foo=1&foo=2", "pageSize=",
+		"status_timestamp_after.seconds=5", "statusTimestampAfter=0000-12-31T00:00:00Z", "pageToken=a&page_token=b", "historyLength=%2B2",
+		"includeArtifacts=T&contextId=", "tenant=x", "id=a&id=b&task_id=c", "=1&[a]=2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) { gatewayQuery(t, raw) })
+}
+
+// gatewayQuery checks readQuery's reading of the query raw against the
+// gRPC-gateway's (runtime.PopulateQueryParameters into the request
+// messages of the GETs that read a query, their path parameters filtered
+// as its generated code filters them). A query the gateway refuses is
+// refused (InvalidParams); one it reads is read alike: the query as
+// rewritten, read as the SDK's handler reads it (each field's JSON name,
+// first value), is the message the gateway reads. Refused here where the
+// gateway reads it, as restQuery says: a field by both its names, a path
+// into status_timestamp_after, a TaskState number beyond 32 bits. The
+// tenant, a field the gateway reads from the query too, is read from the
+// path here (pathTenant) and is left out.
+func gatewayQuery(t *testing.T, raw string) {
+	t.Helper()
+	q, _ := url.ParseQuery(raw)
+	for k := range q {
+		if head, _, _ := strings.Cut(k, "."); head == "tenant" || strings.HasPrefix(k, "tenant[") {
+			delete(q, k)
+		}
+	}
+	for _, c := range []struct {
+		fields []queryField
+		msg    func() proto.Message
+		filter [][]string
+	}{
+		{listTasksQuery, func() proto.Message { return &a2apb.ListTasksRequest{} }, nil},
+		{getTaskQuery, func() proto.Message { return &a2apb.GetTaskRequest{} }, [][]string{{"id"}}},
+		{listPushConfigsQuery, func() proto.Message { return &a2apb.ListTaskPushNotificationConfigsRequest{} }, [][]string{{"task_id"}}},
+	} {
+		ours := url.Values{}
+		for k, v := range q {
+			ours[k] = slices.Clone(v)
+		}
+		_, err := readQuery(ours, c.fields)
+		pb := c.msg()
+		gwErr := runtime.PopulateQueryParameters(pb, q, utilities.NewDoubleArray(c.filter))
+		if err != nil {
+			if !errors.Is(err, a2a.ErrInvalidParams) {
+				t.Fatalf("%q: error of another kind: %v", raw, err)
+			}
+			if gwErr == nil && !refusedHereOnly(q, c.fields) {
+				t.Fatalf("%q: refused (%v); the gateway reads %v", raw, err, pb)
+			}
+			continue
+		}
+		if gwErr != nil {
+			t.Fatalf("%q: read as %q; the gateway refuses it: %v", raw, ours.Encode(), gwErr)
+		}
+		// The SDK's handler reads each field's JSON name, its first value,
+		// "" as none.
+		sdk := url.Values{}
+		for _, f := range c.fields {
+			if v := ours.Get(f.json); v != "" {
+				sdk.Set(f.json, v)
+				if f.kind == queryInt32 {
+					if _, err := strconv.Atoi(v); err != nil {
+						t.Fatalf("%q: %s=%q, which the SDK does not read", raw, f.json, v)
+					}
+				}
+			}
+		}
+		got := c.msg()
+		if err := runtime.PopulateQueryParameters(got, sdk, utilities.NewDoubleArray(nil)); err != nil || !proto.Equal(got, pb) {
+			t.Fatalf("%q: read as %q (%v, %v); the gateway reads %v", raw, ours.Encode(), got, err, pb)
+		}
+	}
+}
+
+// refusedHereOnly reports whether q is one readQuery refuses where the
+// gateway reads it (restQuery): a field given by more than one parameter,
+// a path into a timestamp, a TaskState number beyond 32 bits.
+func refusedHereOnly(q url.Values, fields []queryField) bool {
+	by := map[int]int{}
+	for k, v := range q {
+		name, _ := queryKey(k, v)
+		head, _, dotted := strings.Cut(name, ".")
+		i := slices.IndexFunc(fields, func(f queryField) bool { return f.proto == head || f.json == head })
+		if i < 0 {
+			continue
+		}
+		if by[i]++; by[i] > 1 || dotted && fields[i].kind == queryTimestamp {
+			return true
+		}
+		if n, err := strconv.Atoi(v[0]); fields[i].kind == queryTaskState && err == nil && int64(n) != int64(int32(n)) {
+			return true
+		}
+	}
+	return false
 }

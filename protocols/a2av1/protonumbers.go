@@ -222,17 +222,42 @@ func (f protoField) value(v []byte) (json.RawMessage, error) {
 // enum is the name of the enum value numbered tok (a JSON number) of
 // f's enum, as a JSON string.
 func (f protoField) enum(name, tok string) (json.RawMessage, error) {
-	names, what := a2apb.TaskState_name, "a TaskState"
-	if f.kind == protoRole {
-		names, what = a2apb.Role_name, "a Role"
+	n, ok := integer(tok)
+	if !ok {
+		return nil, f.kind.enumError(name, numberForMessage(tok))
 	}
-	n, err := int32Of(name, tok)
-	if s, ok := names[n]; ok && err == nil {
-		b, _ := json.Marshal(s)
-		return b, nil
+	s, err := f.kind.enumName(name, n, tok)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: %s must be %s name (such as %s) or its number (0 to %d), not %s",
-		a2a.ErrInvalidParams, name, what, names[1], len(names)-1, numberForMessage(tok))
+	return json.RawMessage(`"` + s + `"`), nil // a value's name is an identifier: nothing to escape
+}
+
+// enumNames are the names of k's enum values by number, and what a value
+// of it is called.
+func (k protoKind) enumNames() (map[int32]string, string) {
+	if k == protoRole {
+		return a2apb.Role_name, "a Role"
+	}
+	return a2apb.TaskState_name, "a TaskState"
+}
+
+// enumName is the name of k's enum value numbered n (tok as sent);
+// InvalidParams naming member name when none is (n beyond 32 bits too).
+func (k protoKind) enumName(name string, n int64, tok string) (string, error) {
+	names, _ := k.enumNames()
+	if s, ok := names[int32(n)]; ok && n == int64(int32(n)) {
+		return s, nil
+	}
+	return "", k.enumError(name, numberForMessage(tok))
+}
+
+// enumError is the InvalidParams of member name's value shown, no value
+// of k's enum.
+func (k protoKind) enumError(name, shown string) error {
+	names, what := k.enumNames()
+	return fmt.Errorf("%w: %s must be %s name (such as %s) or its number (0 to %d), not %s",
+		a2a.ErrInvalidParams, name, what, names[1], len(names)-1, shown)
 }
 
 // numberForMessage is tok, a JSON number, as an error message shows it:

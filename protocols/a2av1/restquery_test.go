@@ -1,6 +1,7 @@
 package a2av1
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,16 +20,7 @@ import (
 // malformed call), naming nothing. GetTask's error names the task, as
 // the SDK's other errors of that route do; a readable query is served.
 func TestRESTQueryInvalidParams(t *testing.T) {
-	fh := newFakeHost()
-	fh.AddTask(key, task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z"))
-	rest := Bindings(fh).REST
-	get := func(path string) (int, string) {
-		r := httptest.NewRequest(http.MethodGet, Path+path, nil)
-		r.Header.Set("X-Api-Key", key)
-		w := httptest.NewRecorder()
-		rest.ServeHTTP(w, r)
-		return w.Code, w.Body.String()
-	}
+	get := restGetTaskA()
 	for _, tc := range []struct{ path, name string }{
 		{"/tasks?pageSize=abc", "pageSize"},
 		{"/tasks?historyLength=1.5", "historyLength"},
@@ -65,5 +57,83 @@ func TestRESTQueryInvalidParams(t *testing.T) {
 	if code, body := get("/tasks?status=9"); !strings.Contains(body, "status must be a TaskState name (such as TASK_STATE_SUBMITTED) or its number (0 to 8), not 9") ||
 		!strings.Contains(body, `"status":"INVALID_ARGUMENT"`) {
 		t.Errorf("GET /tasks?status=9: %d %s; want 400 INVALID_ARGUMENT saying what status takes", code, body)
+	}
+}
+
+// TestRESTQueryNames: an HTTP+JSON GET's query is read as the gRPC-gateway
+// reads a2a.proto's request from it (runtime.PopulateQueryParameters, the
+// binding's reference): a field by its proto name (context_id) as by its
+// JSON name; a parameter given twice ("too many values"), a value the
+// gateway cannot read (an empty one, a number beyond 32 bits, a status
+// that names no TaskState) or a path into a field (page_size.x) is 400
+// INVALID_ARGUMENT naming the parameter; a field by both its names,
+// which the gateway reads one of at random, is refused too; a parameter
+// of no field is ignored. The SDK's handler read the JSON names alone,
+// the first of repeated values, an empty value as none.
+func TestRESTQueryNames(t *testing.T) {
+	get := restGetTaskA()
+	for _, tc := range []struct {
+		path   string
+		listed bool // task a in the answer
+	}{
+		{"/tasks?context_id=c1", true},
+		{"/tasks?context_id=other", false},
+		{"/tasks?contextId=other", false},
+		{"/tasks?status=TASK_STATE_SUBMITTED", false},
+		{"/tasks?page_size=5&history_length=0&include_artifacts=true&status_timestamp_after=2026-11-25T00:00:00Z&page_token=", true},
+		{"/tasks?status_timestamp_after=2026-11-26T00:00:00Z", false},
+		{"/tasks?include_artifacts=1&contextId=", true},
+		{"/tasks?foo=1&foo=2&pagesize=x&PageSize=y&x.y=1", true},
+		{"/tasks/a?history_length=1", true},
+	} {
+		code, body := get(tc.path)
+		if code != http.StatusOK || strings.Contains(body, `"id":"a"`) != tc.listed {
+			t.Errorf("GET %s: %d %s; want 200, task a listed: %v", tc.path, code, body, tc.listed)
+		}
+	}
+	for _, tc := range []struct{ path, says string }{
+		{"/tasks?pageSize=1&pageSize=2", `"pageSize" is given 2 times`},
+		{"/tasks?context_id=a&context_id=a", `"context_id" is given 2 times`},
+		{"/tasks?pageSize[x]=1", `"pageSize[x]" is given 2 times`},
+		{"/tasks?page_size=1&pageSize=1", `pageSize is given as "pageSize" and as "page_size"`},
+		{"/tasks?statusTimestampAfter=2026-11-25T00:00:00Z&status_timestamp_after=2026-11-25T00:00:00Z", `statusTimestampAfter is given as`},
+		{"/tasks?page_size=abc", "pageSize must be an integer"},
+		{"/tasks?pageSize=", "pageSize must be an integer"},
+		{"/tasks?pageSize=4294967299", "pageSize must be an integer (a 32-bit one"},
+		{"/tasks?include_artifacts=", "includeArtifacts must be true or false"},
+		{"/tasks?status=", "status must be a TaskState name"},
+		{"/tasks?status=completed", `status must be a TaskState name (such as TASK_STATE_SUBMITTED) or its number (0 to 8), not "completed"`},
+		{"/tasks?status_timestamp_after=0000-12-31T00:00:00Z", "statusTimestampAfter must be an RFC 3339 timestamp"},
+		{"/tasks?status_timestamp_after.seconds=5", "statusTimestampAfter is read whole"},
+		{"/tasks?page_size.x=1", `"page_size.x": pageSize has no fields`},
+		{"/tasks/a?history_length=x", "historyLength must be an integer"},
+		{"/tasks/a?historyLength=1&historyLength=1", `"historyLength" is given 2 times`},
+		{"/tasks/a/pushNotificationConfigs?page_size=x", "pageSize must be an integer"},
+	} {
+		code, body := get(tc.path)
+		var st restStatus
+		_ = json.Unmarshal([]byte(body), &st)
+		if code != http.StatusBadRequest || st.Error.Status != "INVALID_ARGUMENT" || st.reason() != "INVALID_PARAMS" ||
+			!strings.Contains(st.Error.Message, tc.says) {
+			t.Errorf("GET %s: %d %s; want 400 INVALID_ARGUMENT saying %s", tc.path, code, body, tc.says)
+		}
+		if strings.HasPrefix(tc.path, "/tasks/a") && !strings.Contains(body, `"taskId":"a"`) {
+			t.Errorf("GET %s: %s; want the ErrorInfo naming task a", tc.path, body)
+		}
+	}
+}
+
+// restGetTaskA is a GET of the HTTP+JSON binding (path under Path) by the
+// caller of key, who has task a (context c1, completed), and its answer.
+func restGetTaskA() func(path string) (int, string) {
+	fh := newFakeHost()
+	fh.AddTask(key, task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z"))
+	rest := Bindings(fh).REST
+	return func(path string) (int, string) {
+		r := httptest.NewRequest(http.MethodGet, Path+path, nil)
+		r.Header.Set("X-Api-Key", key)
+		w := httptest.NewRecorder()
+		rest.ServeHTTP(w, r)
+		return w.Code, w.Body.String()
 	}
 }
