@@ -23,8 +23,9 @@ import (
 // field names, then numbers) against ProtoJSON's own parser (protojson
 // into a2apb.SendMessageRequest): what ProtoJSON takes is never refused
 // (but for a role number naming no Role, refused here), and the members
-// read by either name come out as ProtoJSON reads them. (A member sent
-// by both names, refused by both, is TestProtoJSONParams'.)
+// read by either name come out as ProtoJSON reads them; a member it
+// refuses as sent twice (by one name or both, "duplicate field" or, in a
+// Struct, "duplicate map key") is refused.
 func FuzzProtoJSONNames(f *testing.F) {
 	for _, s := range []string{
 		`{"message":{"message_id":"m","context_id":"c","task_id":"t","role":"ROLE_USER","parts":[{"text":"x","media_type":"text/plain"}],"reference_task_ids":["a"]},` +
@@ -37,6 +38,7 @@ func FuzzProtoJSONNames(f *testing.F) {
 		`{"message":{"messageId":"m","metadata":{"a_b":1,"aB":2},"parts":[{"data":{"k_v":1,"kV":2}}]}}`,
 		`{"message":{"messageId":"m","parts":[{"text":"a","media_type":"x","mediaType":"y"}]}}`,
 		`{"message":{"message_id":null,"role":1}}`, `{"message":null}`, `{}`, `[]`, `null`, `{"a_b":1,"aB":1}`,
+		`{"message":{"messageId":"a"},"message":null}`, `{"metadata":{"a":{"b":1,"\u0062":2}}}`, `{"message":{"parts":[{"text":"a","text":"a"}]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -44,6 +46,9 @@ func FuzzProtoJSONNames(f *testing.F) {
 		out, err := callParams(methodSendMessage, data)
 		var pb a2apb.SendMessageRequest
 		pbErr := protojson.Unmarshal(data, &pb)
+		if pbErr != nil && strings.Contains(pbErr.Error(), "duplicate") && err == nil {
+			t.Fatalf("%q: read as %s; ProtoJSON refuses a member sent twice: %v", data, out, pbErr)
+		}
 		if err != nil {
 			if !errors.Is(err, a2a.ErrInvalidParams) {
 				t.Fatalf("%q: error of another kind: %v", data, err)

@@ -115,7 +115,7 @@ func protoJSONNumbers(method string, params json.RawMessage) (json.RawMessage, e
 // miss one (a name written with escapes, \u0070ageSize, is looked for
 // in the params decoded).
 func mayNeedNumbers(params json.RawMessage, fields []protoField) bool {
-	if _, escaped := memberNames(params); escaped {
+	if _, escaped, _ := memberNames(params); escaped {
 		return true
 	}
 	for _, f := range fields {

@@ -116,6 +116,12 @@ func TestProtoJSONNamesOnHTTPJSON(t *testing.T) {
 			"duplicate field configuration.historyLength"},
 		{"/tasks/" + task + "/pushNotificationConfigs", `{"url":"https://client.example.com/hook","task_id":"` + task + `","taskId":"` + task + `"}`,
 			"duplicate field taskId"},
+		// A member twice by one name, as ProtoJSON refuses it too (the SDK
+		// kept the last): in metadata (a Struct) at any depth as well.
+		{"/message:send", `{"message":{"messageId":"m-d1","role":"ROLE_USER","parts":[{"text":"x"}]},"message":{"messageId":"m-d2","role":"ROLE_USER","parts":[{"text":"y"}]}}`,
+			"duplicate field message: sent twice"},
+		{"/message:stream", `{"message":{"messageId":"m-d3","role":"ROLE_USER","parts":[{"text":"x"}],"metadata":{"k":{"a":1,"a":2}}}}`,
+			"duplicate field message.metadata.k.a: sent twice"},
 	} {
 		status, _, body := rawCall(t, "POST", p.URL+a2av1.Path+c.path, c.body, v1)
 		if status != http.StatusBadRequest || !strings.Contains(body, `"status":"INVALID_ARGUMENT"`) || !strings.Contains(body, c.says) {
@@ -125,5 +131,9 @@ func TestProtoJSONNamesOnHTTPJSON(t *testing.T) {
 	if _, code, body := rpcCall(t, p, "GetTask", `{"id":"`+task+`","history_length":1,"historyLength":1}`); code != -32602 ||
 		!strings.Contains(body, "duplicate field historyLength") {
 		t.Errorf("JSON-RPC GetTask with history_length and historyLength: %s; want -32602 naming historyLength", body)
+	}
+	if _, code, body := rpcCall(t, p, "SendMessage", `{"message":{"messageId":"m-d4","messageId":"m-d5","role":"ROLE_USER","parts":[{"text":"x"}]}}`); code != -32602 ||
+		!strings.Contains(body, "duplicate field message.messageId: sent twice") {
+		t.Errorf("JSON-RPC SendMessage with messageId twice: %s; want -32602 naming message.messageId", body)
 	}
 }

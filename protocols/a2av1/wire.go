@@ -290,12 +290,21 @@ func specAnswer(st restStatus) (code int, name string) {
 // google.protobuf.Struct and Value in a2a.proto). A member sent by both
 // its names (message_id and messageId in one object) is InvalidParams
 // naming it, as ProtoJSON refuses it ("duplicate field"); the SDK read
-// one and dropped the other. Params none of whose member names holds an
+// one and dropped the other; so is a member sent twice by one name
+// (duplicateMember: ProtoJSON's "duplicate field", in metadata and data
+// its "duplicate map key"; encoding/json kept the last). Params none of
+// whose member names holds an
 // underscore or an escape (memberNames: every v1.0 message's
 // "ROLE_USER" is a value), or that are not JSON, are returned as they
 // are.
 func protoJSONParams(params json.RawMessage) (json.RawMessage, error) {
-	if underscore, escaped := memberNames(params); !underscore && !escaped {
+	underscore, escaped, unsure := memberNames(params)
+	if unsure {
+		if err := duplicateMember(params); err != nil {
+			return nil, err
+		}
+	}
+	if !underscore && !escaped {
 		return params, nil
 	}
 	out, changed, err := jsonNames(params, "", 0)
@@ -305,22 +314,63 @@ func protoJSONParams(params json.RawMessage) (json.RawMessage, error) {
 	return out, nil
 }
 
+// Bounds of memberNames' tracking of the names of the objects open at a
+// point of its scan, to tell a name sent twice in one object without a
+// map: the names held at once (nameScanNames) and the nesting followed
+// (nameScanDepth). Beyond either the text is reported unsure.
+const (
+	nameScanNames = 128
+	nameScanDepth = 32
+)
+
 // memberNames reports whether a member name of the JSON text b (a string
 // followed by a colon, at any depth) holds an underscore, and whether one
 // holds an escape (a name the decoder reads otherwise than its bytes:
-// message\u005fid). A scan of the bytes, no decoding: the strings that are
-// values (an enum's "ROLE_USER", a text) are skipped, and so are the
-// values of the free-form members jsonNames leaves as they are (metadata,
-// data: their names are the sender's). A text that is not JSON may report
-// both (the decoder then judges it).
-func memberNames(b []byte) (underscore, escaped bool) {
+// message\u005fid), and whether b may send a member twice in one object
+// (unsure: a name seen twice there, a name with an escape anywhere, more
+// names or nesting than it holds), which duplicateMember then reads. A
+// scan of the bytes, no decoding, no allocation: the strings that are
+// values (an enum's "ROLE_USER", a text) are skipped, and the names inside
+// the values of the free-form members jsonNames leaves as they are
+// (metadata, data: their names are the sender's) count for unsure alone.
+// A text that is not JSON may report all three (the decoder then judges
+// it).
+func memberNames(b []byte) (underscore, escaped, unsure bool) {
+	var names [nameScanNames][]byte // the names of the open objects, in order
+	var open [nameScanDepth]int     // where each open container's names start in names; -1 for an array
+	depth, held := 0, 0             // the containers open; the names held
+	free := -1                      // the depth of the member metadata or data whose value the scan is in, -1 for none
 	for i := 0; i < len(b); i++ {
-		if b[i] != '"' {
+		switch b[i] {
+		case '{', '[':
+			if depth < nameScanDepth {
+				open[depth] = held
+				if b[i] == '[' {
+					open[depth] = -1
+				}
+			} else {
+				unsure = true
+			}
+			depth++
+			continue
+		case '}', ']':
+			if depth > 0 {
+				depth--
+				if depth < nameScanDepth && open[depth] >= 0 {
+					held = open[depth]
+				}
+			}
+			if depth < free {
+				free = -1
+			}
+			continue
+		case '"':
+		default:
 			continue
 		}
 		end := stringEnd(b, i)
 		if end >= len(b) {
-			return true, true
+			return true, true, true
 		}
 		k := end + 1
 		for k < len(b) && isJSONSpace(b[k]) {
@@ -329,14 +379,86 @@ func memberNames(b []byte) (underscore, escaped bool) {
 		if k < len(b) && b[k] == ':' {
 			name := b[i+1 : end]
 			esc := bytes.IndexByte(name, '\\') >= 0
-			underscore, escaped = underscore || bytes.IndexByte(name, '_') >= 0, escaped || esc
-			if !esc && (string(name) == "metadata" || string(name) == "data") {
-				end = skipValue(b, k+1) - 1
+			if free < 0 || depth <= free {
+				underscore, escaped = underscore || bytes.IndexByte(name, '_') >= 0, escaped || esc
+				free = -1
+				if !esc && (string(name) == "metadata" || string(name) == "data") {
+					free = depth
+				}
+			}
+			unsure = unsure || esc
+			if !unsure && depth > 0 && depth <= nameScanDepth && open[depth-1] >= 0 {
+				for _, n := range names[open[depth-1]:held] {
+					if bytes.Equal(n, name) {
+						unsure = true
+					}
+				}
+				if held == len(names) {
+					unsure = true
+				} else {
+					names[held] = name
+					held++
+				}
 			}
 		}
 		i = end
 	}
-	return underscore, escaped
+	return underscore, escaped, unsure
+}
+
+// duplicateMember is the InvalidParams of the first member of the JSON
+// text b sent twice in one object (by the name it decodes to, at any
+// depth), named by its place in the request: ProtoJSON refuses a field
+// sent twice ("duplicate field"), and a key sent twice in a map or a
+// google.protobuf.Struct (metadata, data: "duplicate map key"), where
+// encoding/json keeps the last. nil when there is none, or b is no JSON
+// (its decoding answers it).
+func duplicateMember(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	path, err := firstDuplicate(dec, "")
+	if err != nil || path == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: duplicate field %s: sent twice (a field once, as ProtoJSON reads it)", a2a.ErrInvalidParams, path)
+}
+
+// firstDuplicate reads one value from dec and returns the place of the
+// first member it sends twice in one object ("" for none); path is the
+// value's place ("" at the top, "message." …).
+func firstDuplicate(dec *json.Decoder, path string) (string, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return "", err
+			}
+			k, _ := t.(string)
+			if seen[k] {
+				return path + k, nil
+			}
+			seen[k] = true
+			if dup, err := firstDuplicate(dec, path+k+"."); dup != "" || err != nil {
+				return dup, err
+			}
+		}
+	case json.Delim('['):
+		elem := strings.TrimSuffix(path, ".")
+		for i := 0; dec.More(); i++ {
+			if dup, err := firstDuplicate(dec, elem+"["+strconv.Itoa(i)+"]."); dup != "" || err != nil {
+				return dup, err
+			}
+		}
+	default:
+		return "", nil
+	}
+	_, err = dec.Token() // the closing bracket
+	return "", err
 }
 
 // stringEnd is the index of the quote that ends the JSON string opening

@@ -3,10 +3,13 @@ package a2av1
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // TestProtoJSONParams: proto field names become JSON names at every level
@@ -66,23 +69,38 @@ func TestProtoJSONParams(t *testing.T) {
 // allocation (a CI bench found 74 more per HTTP+JSON stream request when
 // the underscore of "ROLE_USER" sent every body through the decoder).
 func TestMemberNames(t *testing.T) {
-	for in, want := range map[string][2]bool{
-		`{"message":{"role":"ROLE_USER","messageId":"m_1","parts":[{"text":"a_b \"c_d\": \u0041"}]}}`: {false, false},
-		`{"message":{"message_id":"m"}}`:                                                {true, false},
-		`{"a":[{"b":{"task_id" : 1}}]}`:                                                 {true, false},
-		`{"page\u0053ize":"2"}`:                                                         {false, true},
-		`{"text":"x\\"}`:                                                                {false, false},
-		`{"metadata":{"trace_id":"t"},"id":"x"}`:                                        {false, false},
-		`{"metadata":{"a":[{"b_c":"}"}]},"task_id":"x"}`:                                {true, false},
-		`{"message":{"parts":[{"data":{"k_v":1}},{"media_type":"x"}]}}`:                 {true, false},
-		`{"message":{"parts":[{"data":{"k_v":[1,{"x_y":"]"}]}}],"metadata":{"e_f":2}}}`: {false, false},
-		`{"metadata":7,"history_length":1}`:                                             {true, false},
-		`{"meta\u0064ata":{"a_b":1}}`:                                                   {true, true},
-		`{"unterminated`:                                                                {true, true},
-		`not json_at all`:                                                               {false, false},
+	// underscore, escaped (neither counted inside metadata or data), and
+	// unsure: a name twice in one object (at any depth, metadata and data
+	// too), or one escaped anywhere, or too many to hold.
+	for in, want := range map[string][3]bool{
+		`{"message":{"role":"ROLE_USER","messageId":"m_1","parts":[{"text":"a_b \"c_d\": \u0041"}]}}`: {false, false, false},
+		`{"message":{"message_id":"m"}}`:                                                {true, false, false},
+		`{"a":[{"b":{"task_id" : 1}}]}`:                                                 {true, false, false},
+		`{"page\u0053ize":"2"}`:                                                         {false, true, true},
+		`{"text":"x\\"}`:                                                                {false, false, false},
+		`{"metadata":{"trace_id":"t"},"id":"x"}`:                                        {false, false, false},
+		`{"metadata":{"a":[{"b_c":"}"}]},"task_id":"x"}`:                                {true, false, false},
+		`{"message":{"parts":[{"data":{"k_v":1}},{"media_type":"x"}]}}`:                 {true, false, false},
+		`{"message":{"parts":[{"data":{"k_v":[1,{"x_y":"]"}]}}],"metadata":{"e_f":2}}}`: {false, false, false},
+		`{"metadata":7,"history_length":1}`:                                             {true, false, false},
+		`{"metadata":7,"a":{"b_c":1}}`:                                                  {true, false, false},
+		`{"a":[{"data":1},[{"b_c":1}]]}`:                                                {true, false, false},
+		`{"meta\u0064ata":{"a_b":1}}`:                                                   {true, true, true},
+		`{"metadata":{"\u0061":1}}`:                                                     {false, false, true},
+		`{"unterminated`:                                                                {true, true, true},
+		`not json_at all`:                                                               {false, false, false},
+		`{"message":{"messageId":"a"},"message":{"messageId":"b"}}`:                     {false, false, true},
+		`{"message":{"messageId":"a","parts":[{"text":"a"},{"text":"b"}]},"messageId":1}`: {false, false, false},
+		`{"metadata":{"a":{"b":1,"b":2}}}`:                                                {false, false, true},
+		`{"a":{"b":1},"c":{"b":1},"b":{"b":{"b":1}}}`:                                     {false, false, false},
+		`{"a":[{"b":1,"c":2},{"b":1}],"b":[]}`:                                            {false, false, false},
+		`{"a":[{"b":1,"c":2},{"b":1,"b":1}]}`:                                             {false, false, true},
+		strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 40):                       {false, false, true},
+		`{` + manyMembers(nameScanNames) + `}`:                                            {false, false, false},
+		`{` + manyMembers(nameScanNames+1) + `}`:                                          {false, false, true},
 	} {
-		if u, e := memberNames([]byte(in)); [2]bool{u, e} != want {
-			t.Errorf("memberNames(%s) = %v, %v; want %v", in, u, e, want)
+		if u, e, d := memberNames([]byte(in)); [3]bool{u, e, d} != want {
+			t.Errorf("memberNames(%s) = %v, %v, %v; want %v", in, u, e, d, want)
 		}
 	}
 	for method, req := range map[string]string{
@@ -97,6 +115,61 @@ func TestMemberNames(t *testing.T) {
 			}
 		}); n != 0 {
 			t.Errorf("protoJSON(%s, %s): %v allocations, want none (read as sent)", method, req, n)
+		}
+	}
+}
+
+// manyMembers is n members of distinct names, comma-separated.
+func manyMembers(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"m%d":%d`, i, i)
+	}
+	return b.String()
+}
+
+// TestProtoJSONDuplicates: a member sent twice under one name in one
+// object of a request is refused (InvalidParams naming it) where
+// ProtoJSON refuses it (protojson into a2a.proto's request: "duplicate
+// field", and in metadata's and data's google.protobuf.Struct "duplicate
+// map key", at any depth), as a member by both its names is; the SDK's
+// encoding/json kept the last. The same name in two objects is not one.
+func TestProtoJSONDuplicates(t *testing.T) {
+	for in, says := range map[string]string{
+		`{"message":{"messageId":"a"},"message":{"messageId":"b"}}`:                             "duplicate field message: sent twice",
+		`{"message":{"messageId":"a","messageId":"a"}}`:                                         "duplicate field message.messageId",
+		`{"message":{"message_id":"a","message_id":"a"}}`:                                       "duplicate field message.message_id",
+		`{"message":{"parts":[{"text":"a"},{"text":"a","text":"b"}]}}`:                          "duplicate field message.parts[1].text",
+		`{"metadata":{"a":1,"a":2}}`:                                                            "duplicate field metadata.a",
+		`{"message":{"parts":[{"data":{"x":{"y":1,"y":2}}}]}}`:                                  "duplicate field message.parts[0].data.x.y",
+		`{"message":{"parts":[{"data":[{"y":1,"y":2}]}]}}`:                                      "duplicate field message.parts[0].data[0].y",
+		`{"message":{"messageId":"a","message\u0049d":"b"}}`:                                    "duplicate field message.messageId",
+		`{"metadata":{"a":1,"\u0061":2}}`:                                                       "duplicate field metadata.a",
+		`{"message":{"extensions":["a"],"extensions":["b"]}}`:                                   "duplicate field message.extensions",
+		`{"configuration":{"historyLength":"2","historyLength":2},"message":{"messageId":"m"}}`: "duplicate field configuration.historyLength",
+	} {
+		var pb a2apb.SendMessageRequest
+		if err := protojson.Unmarshal([]byte(in), &pb); err == nil || !strings.Contains(err.Error(), "duplicate") {
+			t.Fatalf("protojson reads %s (%v): not a duplicate", in, err)
+		}
+		got, err := protoJSON(methodSendMessage, json.RawMessage(in))
+		if !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), says) {
+			t.Errorf("protoJSON(%s) = %s, %v; want InvalidParams saying %s", in, got, err, says)
+		}
+	}
+	for _, in := range []string{
+		`{"message":{"messageId":"a","parts":[{"text":"a","metadata":{"text":1}},{"text":"b"}],"metadata":{"messageId":"x"}},"metadata":{"message":1}}`,
+		`{"message":{"messageId":"a","parts":[{"data":{"a":{"b":1},"c":{"b":1}}}]}}`,
+	} {
+		var pb a2apb.SendMessageRequest
+		if err := protojson.Unmarshal([]byte(in), &pb); err != nil {
+			t.Fatalf("protojson refuses %s: %v", in, err)
+		}
+		if got, err := protoJSON(methodSendMessage, json.RawMessage(in)); err != nil || string(got) != in {
+			t.Errorf("protoJSON(%s) = %s, %v; want it as it is", in, got, err)
 		}
 	}
 }
