@@ -629,7 +629,7 @@ func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHea
 // and an id the SDK would not write back as sent replaced by
 // rpcIDPlaceholder (head.placeholder). head's params are updated; its id
 // stays the one sent. body itself when nothing changes; an error (params
-// that ProtoJSON refuses: protoJSONNumbers) is InvalidParams.
+// that ProtoJSON refuses: protoJSON) is InvalidParams.
 func sdkCall(body []byte, head *rpcHead) ([]byte, error) {
 	p, err := callParams(head.Method, head.Params)
 	if err != nil {
@@ -732,7 +732,7 @@ func checkRESTBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte,
 }
 
 // restBodyMethod is the method whose request an HTTP+JSON POST to path
-// carries as its body, for protoJSONNumbers: message:send's and
+// carries as its body, for protoJSON's protoFields: message:send's and
 // message:stream's (the others' bodies, a push config, a cancel, have no
 // integer or enum: "", whose body protoJSON reads for names alone).
 func restBodyMethod(path string) string {
@@ -754,19 +754,6 @@ func callParams(method string, params json.RawMessage) (json.RawMessage, error) 
 		return json.RawMessage(`{}`), nil
 	}
 	return protoJSON(method, params)
-}
-
-// protoJSON is req, a request of method in ProtoJSON (a JSON-RPC call's
-// params, an HTTP+JSON body: one path for both bindings), as the SDK's
-// transports read it: with JSON names (protoJSONParams) and its integers
-// and enums in the SDK's forms (protoJSONNumbers); the error (InvalidParams)
-// is theirs, for what ProtoJSON refuses.
-func protoJSON(method string, req json.RawMessage) (json.RawMessage, error) {
-	req, err := protoJSONParams(req)
-	if err != nil {
-		return nil, err
-	}
-	return protoJSONNumbers(method, req)
 }
 
 // requestedVersion is the A2A-Version the client asked for: the header, or

@@ -103,7 +103,7 @@ func FuzzStreamBindings(f *testing.F) {
 		`{"jsonrpc":"2.0","id":3,"method":"SendStreamingMessage","params":{"message":{"messageId":"m","role":9,"parts":[{"text":"x"}]},"configuration":{"historyLength":"2.5"}}}`,
 		`{"message":{"messageId":"m","role":2.0,"parts":[{"text":"x"}]},"configuration":{"history_length":"1e0"}}`,
 		`{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"\u0041"}]},"configuration":{"historyLength":"9999999999"}}`,
-		// Proto field names (protoJSONParams), on both bindings, and a
+		// Proto field names (protoJSON), on both bindings, and a
 		// member by both its names (refused).
 		`{"message":{"message_id":"m","context_id":"c","role":"ROLE_USER","parts":[{"text":"x","media_type":"text/plain"}]},"configuration":{"history_length":1,"accepted_output_modes":["text/plain"]}}`,
 		`{"jsonrpc":"2.0","id":4,"method":"SendStreamingMessage","params":{"message":{"message_id":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}}`,

@@ -72,17 +72,24 @@ var quotedNames = func() map[string][]byte {
 }()
 
 // protoJSONNumbers returns params, a call of method's params (JSON
-// names: protoJSONParams), with the members protoFields names written as
-// the SDK's decoding reads them: an integer as a JSON integer, an enum
-// value sent by number as its name. A member that is no integer (a string
-// that holds none, a number with a fraction) or out of the 32-bit range,
-// and an enum number that names no value, is InvalidParams naming the
-// member. Params of another shape, and members of another JSON type, are
-// left as they are, for the SDK's answer. params itself when nothing
-// changes; a params that has none of the members is not decoded.
+// names), with the members protoFields names written as the SDK's
+// decoding reads them: an integer as a JSON integer, an enum value sent
+// by number as its name (numbersAsSDK).
 func protoJSONNumbers(method string, params json.RawMessage) (json.RawMessage, error) {
-	fields := protoFields[method]
-	if len(fields) == 0 || !mayNeedNumbers(params, fields) {
+	_, escaped, _ := memberNames(params)
+	return numbersAsSDK(protoFields[method], params, escaped)
+}
+
+// numbersAsSDK returns params with fields' members written as the SDK's
+// decoding reads them. A member that is no integer (a string that holds
+// none, a number with a fraction) or out of the 32-bit range, and an enum
+// number that names no value, is InvalidParams naming the member. Params
+// of another shape, and members of another JSON type, are left as they
+// are, for the SDK's answer. params itself when nothing changes; params
+// that have none of the members (mayNeedNumbers; escaped: a member name
+// holds an escape, which it cannot tell) are not decoded.
+func numbersAsSDK(fields []protoField, params json.RawMessage, escaped bool) (json.RawMessage, error) {
+	if len(fields) == 0 || !escaped && !mayNeedNumbers(params, fields) {
 		return params, nil
 	}
 	var top map[string]json.RawMessage
@@ -112,12 +119,9 @@ func protoJSONNumbers(method string, params json.RawMessage) (json.RawMessage, e
 // string or a number with a fraction or exponent (an integer), or a
 // number (an enum). A quick scan of the bytes: a member of that name
 // elsewhere (in metadata) makes it decode the params for nothing, never
-// miss one (a name written with escapes, \u0070ageSize, is looked for
-// in the params decoded).
+// miss one but for a name written with escapes (\u0070ageSize), which
+// memberNames tells.
 func mayNeedNumbers(params json.RawMessage, fields []protoField) bool {
-	if _, escaped, _ := memberNames(params); escaped {
-		return true
-	}
 	for _, f := range fields {
 		key := quotedNames[f.path[len(f.path)-1]]
 		for rest := params; ; {
@@ -157,6 +161,19 @@ func (k protoKind) needs(v []byte) bool {
 		end = len(v)
 	}
 	return bytes.ContainsAny(v[:end], ".eE")
+}
+
+// at reports whether f is the member name of the object at path (jsonNames'
+// form: "", "configuration.").
+func (f protoField) at(path, name string) bool {
+	for _, p := range f.path[:len(f.path)-1] {
+		rest, ok := strings.CutPrefix(path, p)
+		if !ok || !strings.HasPrefix(rest, ".") {
+			return false
+		}
+		path = rest[1:]
+	}
+	return path == "" && name == f.path[len(f.path)-1]
 }
 
 // fix rewrites f's member at path in obj (its rest from obj); changed

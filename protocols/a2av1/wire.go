@@ -280,36 +280,44 @@ func specAnswer(st restStatus) (code int, name string) {
 	return code, name
 }
 
-// protoJSONParams returns params, a request of A2A v1.0 (a JSON-RPC
-// call's params, an HTTP+JSON body), with the proto field names a
-// ProtoJSON parser accepts beside the JSON names (history_length for
-// historyLength, message_id, task_id…: A2A's JSON is ProtoJSON, and the
-// TCK's JSON-RPC client sends them) written as JSON names, which is all
-// the SDK's transports read. Values are unchanged, and so are the members
-// of the free-form fields (metadata, a data part's data:
-// google.protobuf.Struct and Value in a2a.proto). A member sent by both
-// its names (message_id and messageId in one object) is InvalidParams
-// naming it, as ProtoJSON refuses it ("duplicate field"); the SDK read
-// one and dropped the other; so is a member sent twice by one name
-// (duplicateMember: ProtoJSON's "duplicate field", in metadata and data
-// its "duplicate map key"; encoding/json kept the last). Params none of
-// whose member names holds an
-// underscore or an escape (memberNames: every v1.0 message's
-// "ROLE_USER" is a value), or that are not JSON, are returned as they
-// are.
-func protoJSONParams(params json.RawMessage) (json.RawMessage, error) {
-	underscore, escaped, unsure := memberNames(params)
+// protoJSON is req, a request of method in ProtoJSON (a JSON-RPC call's
+// params, an HTTP+JSON body: one path for both bindings), as the SDK's
+// transports read it. The proto field names a ProtoJSON parser accepts
+// beside the JSON names (history_length for historyLength, message_id,
+// task_id…: A2A's JSON is ProtoJSON, and the TCK's JSON-RPC client sends
+// them) are written as JSON names, which is all the SDK's transports
+// read, but for the members of the free-form fields (metadata, a data
+// part's data: google.protobuf.Struct and Value in a2a.proto); and
+// method's integers and enums in the SDK's forms (protoFields: an integer
+// sent as a string or with an exponent, an enum by number). A member sent
+// by both its names (message_id and messageId in one object) is
+// InvalidParams naming it, as ProtoJSON refuses it ("duplicate field");
+// the SDK read one and dropped the other; so is a member sent twice by
+// one name (duplicateMember: ProtoJSON's "duplicate field", in metadata
+// and data its "duplicate map key"; encoding/json kept the last), and
+// what ProtoJSON refuses of the integers and enums. A request none of
+// whose member names holds an underscore or an escape (memberNames:
+// every v1.0 message's "ROLE_USER" is a value) is decoded only if its
+// integers or enums need it (protoJSONNumbers); one with such a name is
+// decoded once for both (jsonNames); one that is not JSON is returned as
+// it is.
+func protoJSON(method string, req json.RawMessage) (json.RawMessage, error) {
+	underscore, escaped, unsure := memberNames(req)
 	if unsure {
-		if err := duplicateMember(params); err != nil {
+		if err := duplicateMember(req); err != nil {
 			return nil, err
 		}
 	}
+	fields := protoFields[method]
 	if !underscore && !escaped {
-		return params, nil
+		return numbersAsSDK(fields, req, false)
 	}
-	out, changed, err := jsonNames(params, "", 0)
-	if err != nil || !changed {
-		return params, err
+	out, changed, err := jsonNames(req, "", 0, fields)
+	if err != nil {
+		return nil, err
+	}
+	if !changed {
+		return req, nil
 	}
 	return out, nil
 }
@@ -513,12 +521,14 @@ func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c =
 const jsonNamesDepth = 16
 
 // jsonNames rewrites the snake_case member names of v (recursively, not
-// inside metadata or data, to depth jsonNamesDepth) to lowerCamelCase;
-// changed reports whether any was. path is v's place in the request
-// ("message.", "message.parts[1]."; "" at its top), for the error naming
-// a member sent by both names (errDuplicateField), the first in the
-// order of the names at the shallowest level that has one.
-func jsonNames(v json.RawMessage, path string, depth int) (out json.RawMessage, changed bool, err error) {
+// inside metadata or data, to depth jsonNamesDepth) to lowerCamelCase,
+// and the values of fields' members as the SDK reads them
+// (protoField.value); changed reports whether any was. path is v's place
+// in the request ("message.", "message.parts[1]."; "" at its top), for
+// the error naming a member sent by both names (duplicateField), the
+// first in the order of the names at the shallowest level that has one,
+// or a value that is none of its field's.
+func jsonNames(v json.RawMessage, path string, depth int, fields []protoField) (out json.RawMessage, changed bool, err error) {
 	t := bytes.TrimLeft(v, " \t\r\n")
 	switch {
 	case depth >= jsonNamesDepth:
@@ -541,10 +551,19 @@ func jsonNames(v json.RawMessage, path string, depth int) (out json.RawMessage, 
 			x, ck := m[k], lowerCamel(k)
 			if k != "metadata" && k != "data" {
 				var c bool
-				if x, c, err = jsonNames(x, path+ck+".", depth+1); err != nil {
+				if x, c, err = jsonNames(x, path+ck+".", depth+1, fields); err != nil {
 					return v, false, err
 				}
 				changed = changed || c
+			}
+			if i := slices.IndexFunc(fields, func(f protoField) bool { return f.at(path, ck) }); i >= 0 {
+				nv, err := fields[i].value(bytes.TrimSpace(x))
+				if err != nil {
+					return v, false, err
+				}
+				if nv != nil {
+					x, changed = nv, true
+				}
 			}
 			changed = changed || ck != k
 			n[ck] = x
@@ -559,7 +578,7 @@ func jsonNames(v json.RawMessage, path string, depth int) (out json.RawMessage, 
 		elem := strings.TrimSuffix(path, ".")
 		for i := range a {
 			var c bool
-			if a[i], c, err = jsonNames(a[i], elem+"["+strconv.Itoa(i)+"].", depth+1); err != nil {
+			if a[i], c, err = jsonNames(a[i], elem+"["+strconv.Itoa(i)+"].", depth+1, fields); err != nil {
 				return v, false, err
 			}
 			changed = changed || c
