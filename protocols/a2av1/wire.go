@@ -344,33 +344,15 @@ const (
 // A text that is not JSON may report all three (the decoder then judges
 // it).
 func memberNames(b []byte) (underscore, escaped, unsure bool) {
-	var names [nameScanNames][]byte // the names of the open objects, in order
-	var open [nameScanDepth]int     // where each open container's names start in names; -1 for an array
-	depth, held := 0, 0             // the containers open; the names held
-	free := -1                      // the depth of the member metadata or data whose value the scan is in, -1 for none
+	var s nameScan
+	s.free = -1
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '{', '[':
-			if depth < nameScanDepth {
-				open[depth] = held
-				if b[i] == '[' {
-					open[depth] = -1
-				}
-			} else {
-				unsure = true
-			}
-			depth++
+			s.enter(b[i] == '[')
 			continue
 		case '}', ']':
-			if depth > 0 {
-				depth--
-				if depth < nameScanDepth && open[depth] >= 0 {
-					held = open[depth]
-				}
-			}
-			if depth < free {
-				free = -1
-			}
+			s.leave()
 			continue
 		case '"':
 		default:
@@ -385,33 +367,74 @@ func memberNames(b []byte) (underscore, escaped, unsure bool) {
 			k++
 		}
 		if k < len(b) && b[k] == ':' {
-			name := b[i+1 : end]
-			esc := bytes.IndexByte(name, '\\') >= 0
-			if free < 0 || depth <= free {
-				underscore, escaped = underscore || bytes.IndexByte(name, '_') >= 0, escaped || esc
-				free = -1
-				if !esc && (string(name) == "metadata" || string(name) == "data") {
-					free = depth
-				}
-			}
-			unsure = unsure || esc
-			if !unsure && depth > 0 && depth <= nameScanDepth && open[depth-1] >= 0 {
-				for _, n := range names[open[depth-1]:held] {
-					if bytes.Equal(n, name) {
-						unsure = true
-					}
-				}
-				if held == len(names) {
-					unsure = true
-				} else {
-					names[held] = name
-					held++
-				}
-			}
+			s.name(b[i+1 : end])
 		}
 		i = end
 	}
-	return underscore, escaped, unsure
+	return s.underscore, s.escaped, s.unsure
+}
+
+// nameScan is memberNames' state: its findings and the names of the
+// objects open at a point of its scan.
+type nameScan struct {
+	underscore, escaped, unsure bool
+	names                       [nameScanNames][]byte // the names of the open objects, in order
+	open                        [nameScanDepth]int    // where each open container's names start in names; -1 for an array
+	depth, held                 int                   // the containers open; the names held
+	free                        int                   // the depth of the member metadata or data whose value the scan is in, -1 for none
+}
+
+// enter opens an object, or an array when array.
+func (s *nameScan) enter(array bool) {
+	if s.depth < nameScanDepth {
+		s.open[s.depth] = s.held
+		if array {
+			s.open[s.depth] = -1
+		}
+	} else {
+		s.unsure = true
+	}
+	s.depth++
+}
+
+// leave closes the innermost container, dropping its names.
+func (s *nameScan) leave() {
+	if s.depth > 0 {
+		s.depth--
+		if s.depth < nameScanDepth && s.open[s.depth] >= 0 {
+			s.held = s.open[s.depth]
+		}
+	}
+	if s.depth < s.free {
+		s.free = -1
+	}
+}
+
+// name takes a member name as sent (its bytes between the quotes).
+func (s *nameScan) name(name []byte) {
+	esc := bytes.IndexByte(name, '\\') >= 0
+	if s.free < 0 || s.depth <= s.free {
+		s.underscore, s.escaped = s.underscore || bytes.IndexByte(name, '_') >= 0, s.escaped || esc
+		s.free = -1
+		if !esc && (string(name) == "metadata" || string(name) == "data") {
+			s.free = s.depth
+		}
+	}
+	s.unsure = s.unsure || esc
+	if s.unsure || s.depth == 0 || s.depth > nameScanDepth || s.open[s.depth-1] < 0 {
+		return
+	}
+	for _, n := range s.names[s.open[s.depth-1]:s.held] {
+		if bytes.Equal(n, name) {
+			s.unsure = true
+		}
+	}
+	if s.held == len(s.names) {
+		s.unsure = true
+		return
+	}
+	s.names[s.held] = name
+	s.held++
 }
 
 // duplicateMember is the InvalidParams of the first member of the JSON
