@@ -22,6 +22,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -224,11 +225,24 @@ func waitFinal(t *testing.T, p *pipeline, ids ...string) map[string]console.Entr
 }
 
 // waitIndexed waits until the list (newest first, pages of MaxPageSize)
-// shows every id: Lookup reads E2A_REQUESTS, the list reads the index,
-// which trails it by a batch.
+// shows every id and the index consumer has acknowledged every request
+// stored: Lookup reads E2A_REQUESTS, the list reads the index, which
+// trails it by a batch, and a batch's task, session and context pointers
+// are stored after its records (a pointer's publish not acknowledged is
+// retried with the batch, which is acknowledged once all are stored: a
+// run under load listed a request whose session pointer was still to
+// come, "index update failed, retrying … timeout waiting for ack").
 func waitIndexed(t *testing.T, p *pipeline, ids ...string) {
 	t.Helper()
+	js := natstest.JetStream(t, p.nc)
 	waitFor(t, 20*time.Second, "every request in the index", func() bool {
+		c, err := js.Consumer(context.Background(), streams.RequestsStream, console.RequestsConsumer)
+		if err != nil {
+			return false
+		}
+		if info, err := c.Info(context.Background()); err != nil || info.NumPending > 0 || info.NumAckPending > 0 {
+			return false
+		}
 		seen := map[string]bool{}
 		var before uint64
 		for {
