@@ -116,16 +116,8 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		}
 		// The extensions the call activates, echoed (A2A §3.2.5).
 		echoExtensions(w, r, head, checkRPC)
-		if !checkRPC && !restTenant(w, &r) {
-			return // a path tenant naming another pool (pooltenant.go)
-		}
-		if !checkRPC {
-			var id string
-			var err error
-			if r, id, err = restQuery(r); err != nil {
-				writeREST(w, restTaskError(err, id))
-				return
-			}
+		if !checkRPC && !restCall(w, &r) {
+			return // a tenant naming another pool (pooltenant.go), a query the gateway refuses (restQuery)
 		}
 		ctx := withCall(r.Context(), call{header: r.Header, agent: r.URL.Query().Get("agent"),
 			version: requestedVersion(r), channel: "http", c: c, query: r.URL.Query(), r: r, body: body})
@@ -448,6 +440,10 @@ const (
 
 // restListPath is the HTTP+JSON binding's ListTasks (GET).
 const restListPath = Path + "/tasks"
+
+// restExtendedCardPath is the HTTP+JSON binding's GetExtendedAgentCard
+// (GET).
+const restExtendedCardPath = Path + "/extendedAgentCard"
 
 // restStreamPath is the HTTP+JSON binding's SendStreamingMessage, which
 // streamREST answers.

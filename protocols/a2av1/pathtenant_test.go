@@ -190,7 +190,7 @@ func jsonString(v any) string {
 }
 
 // TestListTasksOfPool: ListTasks on a pool's interface (its path, a tenant,
-// ?agent=) lists that agent's tasks only: a client given a pool's card
+// a GET's ?tenant=, ?agent=) lists that agent's tasks only: a client given a pool's card
 // lists what it did with that agent, not the pipeline's other agents'
 // tasks. The pipeline's own interface, naming no pool, lists every pool's.
 func TestListTasksOfPool(t *testing.T) {
@@ -235,5 +235,15 @@ func TestListTasksOfPool(t *testing.T) {
 		if !slices.Equal(got, want) || l.TotalSize != len(want) {
 			t.Errorf("%s: ListTasks listed %v (total %d), want %v", c.name, got, l.TotalSize, want)
 		}
+	}
+	// A GET's ?tenant= is the request's tenant (the gRPC-gateway reads
+	// it into the request), with the path tenant's rules.
+	req, _ := http.NewRequest(http.MethodGet, p.URL+a2av1.Path+"/tasks?tenant=echo", nil)
+	if status, v := do(t, req); status != http.StatusOK || !strings.Contains(jsonString(v), ids["echo"]) || strings.Contains(jsonString(v), ids["demo"]) {
+		t.Errorf("GET /a2a/v1/tasks?tenant=echo: %d %v; want echo's task alone", status, v)
+	}
+	req, _ = http.NewRequest(http.MethodGet, p.URL+ingress.PoolsPath+"echo"+a2av1.Path+"/tasks?tenant=demo", nil)
+	if status, v := do(t, req); status != http.StatusBadRequest || !strings.Contains(jsonString(v), "names another agent pool") {
+		t.Errorf("GET /pools/echo/a2a/v1/tasks?tenant=demo: %d %v; want 400 naming the other pool", status, v)
 	}
 }

@@ -1,6 +1,7 @@
 package a2av1
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -40,8 +41,12 @@ import (
 // The HTTP+JSON binding carries the tenant in the path too: a2a.proto's
 // HTTP annotations give every route an additional binding under
 // `/{tenant}` (`/{tenant}/message:send`, `/{tenant}/tasks/{id}` ...), and
-// a client sends a tenanted interface's calls there. restTenant takes
-// that prefix off and makes it the call's pool, as ?agent= would.
+// a client sends a tenanted interface's calls there. A route without
+// that segment and without a body of "*" (the GETs, the DELETE) carries
+// the tenant in its query (?tenant=), which the gateway reads into the
+// request. restCall takes either (the path's prefix off the path; the
+// path's wins, as the gateway's route of it filters the query's out) and
+// makes it the call's pool, as ?agent= would.
 
 // callFor is call, with the request's tenant as the call's pool.
 func (h *handler) callFor(ctx context.Context, tenant string) (call, error) {
@@ -109,23 +114,39 @@ func pathTenant(path string) (tenant, route string) {
 	return seg, Path + "/" + rest
 }
 
-// restTenant takes an HTTP+JSON call's path tenant off *r's path and sets
-// it as the call's pool (?agent=), and reports whether the call goes on:
-// a tenant naming another pool than the interface's (the pool's path, or
-// ?agent=) is answered InvalidParams here.
-func restTenant(w http.ResponseWriter, r **http.Request) bool {
+// restCall reads an HTTP+JSON call's query as the gateway reads it
+// (restQuery) and takes its tenant (its path's, else its query's) as the
+// call's pool, as ?agent= would, the path tenant off its path; it reports
+// whether the call goes on. A query the gateway refuses, and a tenant
+// naming another pool than the interface's (the pool's path, or ?agent=),
+// are answered InvalidParams here.
+func restCall(w http.ResponseWriter, r **http.Request) bool {
 	tenant, route := pathTenant((*r).URL.Path)
-	if tenant == "" {
+	if tenant == "" && (*r).URL.RawQuery == "" {
 		return true
 	}
 	q := (*r).URL.Query()
-	if agent := q.Get("agent"); agent != "" && agent != tenant {
-		writePlain(w, tenantMismatch(tenant, agent), nil, true)
+	id, queryTenant, changed, err := restQuery((*r).Method, route, q, tenant != "")
+	if err != nil {
+		writeREST(w, restTaskError(err, id))
 		return false
 	}
+	tenant = cmp.Or(tenant, queryTenant)
+	if tenant != "" {
+		if agent := q.Get("agent"); agent != "" && agent != tenant {
+			writePlain(w, tenantMismatch(tenant, agent), nil, true)
+			return false
+		}
+		q.Set("agent", tenant)
+	}
+	if tenant == "" && !changed {
+		return true
+	}
 	r2 := (*r).Clone((*r).Context())
-	q.Set("agent", tenant)
-	r2.URL.Path, r2.URL.RawPath, r2.URL.RawQuery = route, "", q.Encode()
+	r2.URL.RawQuery = q.Encode()
+	if route != r2.URL.Path {
+		r2.URL.Path, r2.URL.RawPath = route, ""
+	}
 	r2.RequestURI = r2.URL.RequestURI()
 	*r = r2
 	return true

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -124,76 +126,101 @@ func FuzzRESTQuery(f *testing.F) {
 	for _, s := range []string{"page_size=3&pageSize=3", "pageSize=3&pageSize=4", "context_id=a&history_length=2&include_artifacts=1",
 		"status_timestamp_after=2026-01-01T00:00:00.5Z&status=2", "pageSize[x]=1", "page_size.x=1", "foo=1&foo=2", "pageSize=",
 		"status_timestamp_after.seconds=5", "statusTimestampAfter=0000-12-31T00:00:00Z", "pageToken=a&page_token=b", "historyLength=%2B2",
-		"includeArtifacts=T&contextId=", "tenant=x", "id=a&id=b&task_id=c", "=1&[a]=2"} {
+		"includeArtifacts=T&contextId=", "tenant=x", "id=a&id=b&task_id=c", "=1&[a]=2",
+		"tenant=a&tenant=b", "tenant[x]=1", "tenant.x=1", "tenant=&pageSize=2", "tenant=a&historyLength=x", "tenant=a&lastUpdatedAfter=2026-01-01T00:00:00Z"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) { gatewayQuery(t, raw) })
 }
 
-// gatewayQuery checks readQuery's reading of the query raw against the
+// gatewayQuery checks restQuery's reading of the query raw against the
 // gRPC-gateway's (runtime.PopulateQueryParameters into the request
-// messages of the GETs that read a query, their path parameters filtered
-// as its generated code filters them). A query the gateway refuses is
-// refused (InvalidParams); one it reads is read alike: the query as
-// rewritten, read as the SDK's handler reads it (each field's JSON name,
-// first value), is the message the gateway reads. Refused here where the
-// gateway reads it, as restQuery says: a field by both its names, a path
-// into status_timestamp_after, a TaskState number beyond 32 bits. The
-// tenant, a field the gateway reads from the query too, is read from the
-// path here (pathTenant) and is left out.
+// messages of the routes whose query it reads, their path parameters
+// filtered as its generated code filters them), on each route without a
+// path tenant and with one (`/{tenant}/…`, whose filter takes the
+// query's tenant out). A query the gateway refuses is refused
+// (InvalidParams); one it reads is read alike: the query as rewritten,
+// read as the SDK's handler reads it (each field's JSON name, first
+// value), with the tenant restQuery returns (the call's pool), is the
+// message the gateway reads. Refused here where the gateway reads it, as
+// restQuery says: a field by both its names, a path into
+// status_timestamp_after, a TaskState number beyond 32 bits.
+// lastUpdatedAfter, an alias the gateway does not read, is left out.
 func gatewayQuery(t *testing.T, raw string) {
 	t.Helper()
 	q, _ := url.ParseQuery(raw)
-	for k := range q {
-		if head, _, _ := strings.Cut(k, "."); head == "tenant" || strings.HasPrefix(k, "tenant[") {
-			delete(q, k)
+	delete(q, lastUpdatedAfter)
+	for _, c := range []struct {
+		method, path string
+		msg          func() proto.Message
+		filter       []string // the path's fields but the tenant
+	}{
+		{http.MethodGet, restListPath, func() proto.Message { return &a2apb.ListTasksRequest{} }, nil},
+		{http.MethodGet, restListPath + "/a", func() proto.Message { return &a2apb.GetTaskRequest{} }, []string{"id"}},
+		{http.MethodGet, restListPath + "/a/pushNotificationConfigs", func() proto.Message { return &a2apb.ListTaskPushNotificationConfigsRequest{} }, []string{"task_id"}},
+		{http.MethodGet, restListPath + "/a:subscribe", func() proto.Message { return &a2apb.SubscribeToTaskRequest{} }, []string{"id"}},
+		{http.MethodGet, restListPath + "/a/pushNotificationConfigs/c", func() proto.Message { return &a2apb.GetTaskPushNotificationConfigRequest{} }, []string{"task_id", "id"}},
+		{http.MethodDelete, restListPath + "/a/pushNotificationConfigs/c", func() proto.Message { return &a2apb.DeleteTaskPushNotificationConfigRequest{} }, []string{"task_id", "id"}},
+		{http.MethodGet, restExtendedCardPath, func() proto.Message { return &a2apb.GetExtendedAgentCardRequest{} }, nil},
+	} {
+		for _, pathTenant := range []bool{false, true} {
+			var filter [][]string
+			for _, f := range c.filter {
+				filter = append(filter, []string{f})
+			}
+			if pathTenant {
+				filter = append(filter, []string{"tenant"})
+			}
+			gatewayRoute(t, raw, q, c.method, c.path, pathTenant, c.msg, filter)
 		}
 	}
-	for _, c := range []struct {
-		fields []queryField
-		msg    func() proto.Message
-		filter [][]string
-	}{
-		{listTasksQuery, func() proto.Message { return &a2apb.ListTasksRequest{} }, nil},
-		{getTaskQuery, func() proto.Message { return &a2apb.GetTaskRequest{} }, [][]string{{"id"}}},
-		{listPushConfigsQuery, func() proto.Message { return &a2apb.ListTaskPushNotificationConfigsRequest{} }, [][]string{{"task_id"}}},
-	} {
-		ours := url.Values{}
-		for k, v := range q {
-			ours[k] = slices.Clone(v)
+}
+
+// gatewayRoute is gatewayQuery's check of one route (method, path), with
+// a path tenant or without, against the gateway's reading of q into msg
+// with filter.
+func gatewayRoute(t *testing.T, raw string, q url.Values, method, path string, pathTenant bool, msg func() proto.Message, filter [][]string) {
+	t.Helper()
+	ours := url.Values{}
+	for k, v := range q {
+		ours[k] = slices.Clone(v)
+	}
+	_, tenant, _, err := restQuery(method, path, ours, pathTenant)
+	fields, _ := queryFields(method, path)
+	pb := msg()
+	gwErr := runtime.PopulateQueryParameters(pb, q, utilities.NewDoubleArray(filter))
+	where := fmt.Sprintf("%s %s (path tenant: %v)", method, path, pathTenant)
+	if err != nil {
+		if !errors.Is(err, a2a.ErrInvalidParams) {
+			t.Fatalf("%q, %s: error of another kind: %v", raw, where, err)
 		}
-		_, err := readQuery(ours, c.fields)
-		pb := c.msg()
-		gwErr := runtime.PopulateQueryParameters(pb, q, utilities.NewDoubleArray(c.filter))
-		if err != nil {
-			if !errors.Is(err, a2a.ErrInvalidParams) {
-				t.Fatalf("%q: error of another kind: %v", raw, err)
-			}
-			if gwErr == nil && !refusedHereOnly(q, c.fields) {
-				t.Fatalf("%q: refused (%v); the gateway reads %v", raw, err, pb)
-			}
-			continue
+		if gwErr == nil && !refusedHereOnly(q, fields) {
+			t.Fatalf("%q, %s: refused (%v); the gateway reads %v", raw, where, err, pb)
 		}
-		if gwErr != nil {
-			t.Fatalf("%q: read as %q; the gateway refuses it: %v", raw, ours.Encode(), gwErr)
-		}
-		// The SDK's handler reads each field's JSON name, its first value,
-		// "" as none.
-		sdk := url.Values{}
-		for _, f := range c.fields {
-			if v := ours.Get(f.json); v != "" {
-				sdk.Set(f.json, v)
-				if f.kind == queryInt32 {
-					if _, err := strconv.Atoi(v); err != nil {
-						t.Fatalf("%q: %s=%q, which the SDK does not read", raw, f.json, v)
-					}
+		return
+	}
+	if gwErr != nil {
+		t.Fatalf("%q, %s: read as %q; the gateway refuses it: %v", raw, where, ours.Encode(), gwErr)
+	}
+	// The SDK's handler reads each field's JSON name, its first value,
+	// "" as none; the tenant is the call's pool (restCall).
+	sdk := url.Values{}
+	if tenant != "" {
+		sdk.Set(tenantField.json, tenant)
+	}
+	for _, f := range fields {
+		if v := ours.Get(f.json); v != "" && f != tenantField {
+			sdk.Set(f.json, v)
+			if f.kind == queryInt32 {
+				if _, err := strconv.Atoi(v); err != nil {
+					t.Fatalf("%q, %s: %s=%q, which the SDK does not read", raw, where, f.json, v)
 				}
 			}
 		}
-		got := c.msg()
-		if err := runtime.PopulateQueryParameters(got, sdk, utilities.NewDoubleArray(nil)); err != nil || !proto.Equal(got, pb) {
-			t.Fatalf("%q: read as %q (%v, %v); the gateway reads %v", raw, ours.Encode(), got, err, pb)
-		}
+	}
+	got := msg()
+	if err := runtime.PopulateQueryParameters(got, sdk, utilities.NewDoubleArray(nil)); err != nil || !proto.Equal(got, pb) {
+		t.Fatalf("%q, %s: read as %q, tenant %q (%v, %v); the gateway reads %v", raw, where, ours.Encode(), tenant, got, err, pb)
 	}
 }
 

@@ -49,17 +49,32 @@ type queryField struct {
 	kind        queryKind
 }
 
+// tenantField is the request's tenant, a field of every request of
+// a2a.proto, which the gateway reads from the query of a route whose path
+// does not carry it (GET /tasks/{id}, not /{tenant}/tasks/{id}: that
+// route's filter takes the query's out) and whose body is not "*" (the
+// GETs and DeleteTaskPushNotificationConfig: the gateway's generated code
+// reads no query for message:send, message:stream, a cancel or a push
+// config's creation, whose tenant is the body's).
+var tenantField = queryField{"tenant", "tenant", queryString}
+
+// The query's fields of each route, the tenant last (a path tenant takes
+// it off: restQuery).
 var (
 	// getTaskQuery is GetTaskRequest's (GET /tasks/{id}: id in the path).
-	getTaskQuery = []queryField{{"history_length", "historyLength", queryInt32}}
+	getTaskQuery = []queryField{{"history_length", "historyLength", queryInt32}, tenantField}
 	// listTasksQuery is ListTasksRequest's (GET /tasks).
 	listTasksQuery = []queryField{{"context_id", "contextId", queryString}, {"status", "status", queryTaskState},
 		{"page_size", "pageSize", queryInt32}, {"page_token", "pageToken", queryString},
 		{"history_length", "historyLength", queryInt32}, {"status_timestamp_after", "statusTimestampAfter", queryTimestamp},
-		{"include_artifacts", "includeArtifacts", queryBool}}
+		{"include_artifacts", "includeArtifacts", queryBool}, tenantField}
 	// listPushConfigsQuery is ListTaskPushNotificationConfigsRequest's
 	// (GET /tasks/{task_id}/pushNotificationConfigs).
-	listPushConfigsQuery = []queryField{{"page_size", "pageSize", queryInt32}, {"page_token", "pageToken", queryString}}
+	listPushConfigsQuery = []queryField{{"page_size", "pageSize", queryInt32}, {"page_token", "pageToken", queryString}, tenantField}
+	// tenantQuery is the tenant alone, of the routes whose path holds
+	// every other field: SubscribeToTask, GetExtendedAgentCard,
+	// GetTaskPushNotificationConfig and DeleteTaskPushNotificationConfig.
+	tenantQuery = []queryField{tenantField}
 )
 
 // lastUpdatedAfter is the query parameter a2a-go/v2's client (v2.4.0,
@@ -68,68 +83,91 @@ var (
 // such field; the gateway ignores it).
 const lastUpdatedAfter = "lastUpdatedAfter"
 
-// restQuery reads the query of r, an HTTP+JSON GET or HEAD, as the
-// gateway reads it into the request of its route (queryFields), and
-// returns r, or a copy whose query has the fields read by their JSON
-// names (a TaskState by name), which the SDK's handler reads. What the
-// gateway refuses is InvalidParams naming the parameter (A2A v1.0 §3.3.2;
-// JSON-RPC answers the same field so, §5.1), with the task the path names
-// (taskID, "" for none): a value not of its field's type (§11.5), a
-// parameter given more than once ("too many values"), a path into a
-// field that is no message (page_size.x). Where the gateway's reading is
-// not one reading, restQuery refuses: a field given by both its names
-// (the gateway keeps one of them at random: it ranges over a map), and a
-// path into status_timestamp_after (.seconds, .nanos: which of the
-// timestamp and its parts wins is that map's order too); a TaskState
-// number beyond 32 bits (wrapped into one by the gateway) is refused too.
-func restQuery(r *http.Request) (_ *http.Request, taskID string, err error) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead || r.URL.RawQuery == "" {
-		return r, "", nil
+// restQuery reads q, the query of an HTTP+JSON call of method on route
+// (its path, a path tenant taken off: pathTenant reports whether it had
+// one), as the gateway reads it into the request of its route
+// (queryFields), and rewrites q in place with the fields read by their
+// JSON names (a TaskState by name), which the SDK's handler reads
+// (changed: q was rewritten). tenant is the request's tenant the query
+// gives ("" for none, and with a path tenant, whose route's filter takes
+// the query's out). What the gateway refuses is InvalidParams naming the
+// parameter (A2A v1.0 §3.3.2; JSON-RPC answers the same field so, §5.1),
+// with the task the path names (taskID, "" for none): a value not of its
+// field's type (§11.5), a parameter given more than once ("too many
+// values"), a path into a field that is no message (page_size.x,
+// tenant.x). Where the gateway's reading is not one reading, restQuery
+// refuses: a field given by both its names (the gateway keeps one of them
+// at random: it ranges over a map), and a path into
+// status_timestamp_after (.seconds, .nanos: which of the timestamp and
+// its parts wins is that map's order too); a TaskState number beyond 32
+// bits (wrapped into one by the gateway) is refused too.
+func restQuery(method, route string, q url.Values, pathTenant bool) (taskID, tenant string, changed bool, err error) {
+	fields, taskID := queryFields(method, route)
+	if pathTenant && len(fields) > 0 {
+		fields = fields[:len(fields)-1] // the tenant, last
 	}
-	fields, taskID := queryFields(r.URL.Path)
-	if fields == nil {
-		return r, taskID, nil
+	if len(fields) == 0 || len(q) == 0 {
+		return taskID, "", false, nil
 	}
-	q := r.URL.Query()
-	changed, err := readQuery(q, fields)
-	if err != nil {
-		return r, taskID, err
+	if changed, err = readQuery(q, fields); err != nil {
+		return taskID, "", false, err
 	}
-	if r.URL.Path == restListPath {
+	if route == restListPath {
 		c, err := queryAlias(q)
 		if err != nil {
-			return r, taskID, err
+			return taskID, "", false, err
 		}
 		changed = changed || c
 	}
-	if !changed {
-		return r, taskID, nil
+	if !pathTenant {
+		tenant = q.Get(tenantField.json)
 	}
-	r2 := r.Clone(r.Context())
-	r2.URL.RawQuery = q.Encode()
-	r2.RequestURI = r2.URL.RequestURI()
-	return r2, taskID, nil
+	return taskID, tenant, changed, nil
 }
 
-// queryFields are the query's fields of the GET route of path (a path
-// tenant taken off) and the task it names; nil for a route whose request
-// has none in the query (SubscribeToTask, GetTaskPushNotificationConfig,
-// GetExtendedAgentCard: the tenant's, which the path carries here).
-func queryFields(path string) ([]queryField, string) {
-	if path == restListPath {
-		return listTasksQuery, ""
+// queryFields are the query's fields of the route of method and path (a
+// path tenant taken off) and the task it names; nil for none of
+// a2a.proto's routes whose body is not "*" (restQuery reads no query of
+// another: the SDK answers it).
+func queryFields(method, path string) ([]queryField, string) {
+	get := method == http.MethodGet || method == http.MethodHead
+	switch {
+	case !get && method != http.MethodDelete:
+		return nil, ""
+	case path == restListPath:
+		return fieldsIf(get, listTasksQuery), ""
+	case path == restExtendedCardPath:
+		return fieldsIf(get, tenantQuery), ""
 	}
 	rest, ok := strings.CutPrefix(path, restListPath+"/")
 	if !ok || rest == "" {
 		return nil, ""
 	}
-	if id, ok := strings.CutSuffix(rest, "/pushNotificationConfigs"); ok && id != "" && !strings.Contains(id, "/") {
-		return listPushConfigsQuery, id
+	id, sub, nested := strings.Cut(rest, "/")
+	if !nested {
+		if task, ok := strings.CutSuffix(rest, ":subscribe"); ok {
+			return fieldsIf(get && task != "", tenantQuery), task
+		}
+		return fieldsIf(get, getTaskQuery), rest
 	}
-	if strings.Contains(rest, "/") || strings.HasSuffix(rest, ":subscribe") {
+	cfg, ok := strings.CutPrefix(sub, "pushNotificationConfigs")
+	switch {
+	case !ok || id == "":
 		return nil, ""
+	case cfg == "":
+		return fieldsIf(get, listPushConfigsQuery), id
+	case cfg[0] == '/' && len(cfg) > 1 && !strings.Contains(cfg[1:], "/"):
+		return tenantQuery, id // GET and DELETE
 	}
-	return getTaskQuery, rest
+	return nil, ""
+}
+
+// fieldsIf is fields when ok, nil otherwise.
+func fieldsIf(ok bool, fields []queryField) []queryField {
+	if !ok {
+		return nil
+	}
+	return fields
 }
 
 // readQuery reads q as the gateway reads a query into a request of fields

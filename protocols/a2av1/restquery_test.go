@@ -128,10 +128,20 @@ func TestRESTQueryNames(t *testing.T) {
 func restGetTaskA() func(path string) (int, string) {
 	fh := newFakeHost()
 	fh.AddTask(key, task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z"))
+	call := restCaller(fh)
+	return func(path string) (int, string) { return call(http.MethodGet, path) }
+}
+
+// restCaller is a call of the HTTP+JSON binding over fh (method, path
+// under Path, no body) by the caller of key, and its answer.
+func restCaller(fh fakeHost) func(method, path string) (int, string) {
 	rest := Bindings(fh).REST
-	return func(path string) (int, string) {
-		r := httptest.NewRequest(http.MethodGet, Path+path, nil)
+	return func(method, path string) (int, string) {
+		r := httptest.NewRequest(method, Path+path, nil)
 		r.Header.Set("X-Api-Key", key)
+		if method == http.MethodPost {
+			r.Header.Set("Content-Type", "application/json")
+		}
 		w := httptest.NewRecorder()
 		rest.ServeHTTP(w, r)
 		return w.Code, w.Body.String()
