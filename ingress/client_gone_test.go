@@ -32,8 +32,7 @@ import (
 )
 
 // goneAgent answers a text starting "hold" once released (taken is told
-// the request reached it), one starting wholeText at once with one frame,
-// anything else at once with many frames.
+// the request reached it), anything else at once with many frames.
 type goneAgent struct {
 	taken   chan string
 	release chan struct{}
@@ -59,15 +58,8 @@ func (g *goneAgent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer
 			return ctx.Err()
 		}
 	}
-	frames := g.frames
-	if readWhole(text) {
-		// Short: it is read to its end under TestSlowReaderCut's write
-		// timeout of 300 ms too, which cut a warm-up read of 6 MiB as a
-		// slow client's under load (gRPC: UNAVAILABLE).
-		frames = 1
-	}
 	piece := strings.Repeat("x", g.size)
-	for i := 0; i < frames; i++ {
+	for i := 0; i < g.frames; i++ {
 		if err := w.Write(e2a.KindChunk, e2a.StatusInProgress, map[string]any{"delta_kind": "text", "delta": fmt.Sprintf("%d:%s", i, piece)}, false); err != nil {
 			return err
 		}
@@ -79,7 +71,7 @@ func (g *goneAgent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer
 
 // goneDoor opens a streaming call on one front door and returns once its
 // answer started (HTTP: the status line; gRPC: the stream made); first
-// reads until the first frame is in (wholeText: to the answer's end).
+// reads until the first frame is in.
 type goneDoor struct {
 	name  string
 	whole bool // answers once, at the request's end (first: the answer)
@@ -89,15 +81,6 @@ type goneDoor struct {
 // slowText marks a call whose client reads through a small window
 // (smallWindowDialer; gRPC: no window growth).
 const slowText = "slow"
-
-// wholeText marks a call whose client reads the answer, one frame long
-// (goneAgent), to its end: first returns once the server has written all
-// of it (the warm-up's, startGone).
-const wholeText = "warm"
-
-// readWhole reports whether the call of text reads its answer to its end
-// (wholeText).
-func readWhole(text string) bool { return strings.HasPrefix(text, wholeText) }
 
 func goneHTTP(name, path, accept string, body func(text string) string, hdr ...string) goneDoor {
 	return goneDoor{name: name, open: func(ctx context.Context, t *testing.T, p *pipetest.Pipeline, text string) (func() error, func()) {
@@ -136,10 +119,7 @@ func goneHTTP(name, path, accept string, body func(text string) string, hdr ...s
 			for {
 				line, err := br.ReadString('\n')
 				if strings.Contains(line, "xxxxxxxx") {
-					if readWhole(text) {
-						_, err = io.Copy(io.Discard, br)
-					}
-					return err
+					return nil
 				}
 				if err != nil {
 					return err
@@ -175,19 +155,13 @@ func goneGRPC() goneDoor {
 			t.Fatalf("grpc: %v", err)
 		}
 		first := func() error {
-			seen := false
 			for {
 				r, err := st.Recv()
-				if err == io.EOF && seen && readWhole(text) {
-					return nil // the whole answer read
-				}
 				if err != nil {
 					return err
 				}
 				if strings.Contains(r.String(), "xxxxxxxx") {
-					if seen = true; !readWhole(text) {
-						return nil
-					}
+					return nil
 				}
 			}
 		}
@@ -283,18 +257,18 @@ func subscribedDiff(base, now map[string]int) string {
 }
 
 // startGone starts the pipeline (opts are pipetest.Start's), its agent
-// answering frames of size bytes, reads a whole answer (a short one:
-// wholeText) on every door, to its end (the subscriptions a first answer
-// makes stay), and takes the baseline once it holds still.
+// answering frames of size bytes, opens a stream on every door and reads
+// its first frame (the subscriptions a first answer makes stay), and
+// takes the baseline once it holds still.
 //
-// To its end: a task's stream that reaches its final frame reads the
-// turn its record lists next (LaterTurn), on a reply inbox the task store
-// subscribes on that first read and keeps (TaskStore.laterTurn, a
-// streams.DirectGetter). A warm-up whose clients left after the first
-// frame made it only when the server had written a whole answer before it
-// saw its client go; a baseline taken without it found "107 subscriptions
-// (106 before)", the one more an _INBOX.<id>.* of the pipeline's
-// connection, whenever a later stream did reach its end.
+// The first frame is enough: a task's stream that reaches its final frame
+// reads the turn its record lists next (LaterTurn) on the task store's
+// reply inbox, which the store subscribes when it is made
+// (NewTaskStore). It was subscribed at that first read, which a warm-up
+// whose clients left after the first frame did not always reach: the
+// baseline then lacked it, and a later stream that reached its end was
+// "107 subscriptions (106 before)", an _INBOX.<id>.* of the pipeline's
+// connection.
 func startGone(t *testing.T, frames, size int, opts ...pipetest.Option) *goneRun {
 	srv, nc := natstest.RunServer(t)
 	r := &goneRun{p: pipetest.Start(t, append([]pipetest.Option{pipetest.WithConn(nc), pipetest.WithGRPC()}, opts...)...),
@@ -304,7 +278,7 @@ func startGone(t *testing.T, frames, size int, opts ...pipetest.Option) *goneRun
 	t.Cleanup(cancel)
 	r.ctx = ctx
 	for _, d := range goneDoors() {
-		first, stop := d.open(ctx, t, r.p, wholeText+d.name)
+		first, stop := d.open(ctx, t, r.p, "warm"+d.name)
 		if err := first(); err != nil {
 			t.Fatalf("%s warm-up: %v", d.name, err)
 		}

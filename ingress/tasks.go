@@ -154,10 +154,8 @@ type TaskStore struct {
 	// turns caches the first-turn records a listing reads (listTasks).
 	turns firstTurns
 	// direct reads a record with one direct get whose subject names it
-	// (latest), made on first use (directErr: it could not be).
-	directOnce sync.Once
-	direct     *streams.DirectGetter
-	directErr  error
+	// (latest), on a reply inbox subscribed with the store (NewTaskStore).
+	direct *streams.DirectGetter
 	// appending, set by tests only (SetAppendHook), is called when the
 	// append of a turn starts (appendAfter), before the record is read: a
 	// turn it holds is received and not yet recorded.
@@ -185,13 +183,21 @@ const (
 	KindContext = "context"
 )
 
-// NewTaskStore opens the E2A_TASKS bucket (provisioned by streams.Apply).
+// NewTaskStore opens the E2A_TASKS bucket (provisioned by streams.Apply)
+// and subscribes the reply inbox of the store's direct gets (laterTurn),
+// which it keeps as long as the connection: one subscription of js's
+// connection, made here, not at a first read, so that the connection's
+// subscriptions do not grow at some later stream's end.
 func NewTaskStore(ctx context.Context, js jetstream.JetStream) (*TaskStore, error) {
 	kv, err := js.KeyValue(ctx, streams.TasksBucket)
 	if err != nil {
 		return nil, fmt.Errorf("ingress: task store: %w", err)
 	}
-	ts := &TaskStore{kv: kv, nc: js.Conn(), now: time.Now}
+	direct, err := streams.NewDirectGetter(js.Conn())
+	if err != nil {
+		return nil, fmt.Errorf("ingress: task store: %w", err)
+	}
+	ts := &TaskStore{kv: kv, nc: js.Conn(), now: time.Now, direct: direct}
 	if st, err := js.Stream(ctx, streams.RequestsStream); err == nil {
 		ts.turns.maxAge = st.CachedInfo().Config.MaxAge
 	}
@@ -314,11 +320,6 @@ func (s *TaskStore) recorded(ctx context.Context, kind, id string) (*TaskRecord,
 // one does (nil otherwise). A replica a write behind may answer it, as
 // recorded's.
 func (s *TaskStore) laterTurn(ctx context.Context, kind, id, after string) (next string, rec *TaskRecord, err error) {
-	s.directOnce.Do(func() { s.direct, s.directErr = streams.NewDirectGetter(s.nc) })
-	if s.directErr != nil {
-		rec, err := s.recorded(ctx, kind, id)
-		return rec.later(after), rec, err
-	}
 	return directLater(ctx, s.direct, kind, id, after)
 }
 

@@ -385,3 +385,27 @@ func TestRecordDropsOldestCounted(t *testing.T) {
 		t.Errorf("the record's session: %d dropped, want 4", s.Dropped)
 	}
 }
+
+// TestTaskStoreReplyInboxAtStart: the task store subscribes the reply
+// inbox of its direct gets (TaskStore.laterTurn, the read every streamed
+// turn pays at its end) when it is made, so no read adds a subscription
+// to the connection. It was made on the first read: the subscription
+// count of the pipeline's connection then grew by one at some stream's
+// end, which TestClientGoneReleasesEverything's baseline took for a leak
+// whenever its warm-up had not reached one.
+func TestTaskStoreReplyInboxAtStart(t *testing.T) {
+	ctx := context.Background()
+	ts, js := newTaskStore(t)
+	if _, err := ts.AppendNew(ctx, KindTask, TaskRecord{ID: "t-1", Protocol: "a2a"}, "r-1", tenant.Principal{}); err != nil {
+		t.Fatal(err)
+	}
+	before := js.Conn().NumSubscriptions()
+	for _, id := range []string{"t-1", "t-none"} {
+		if next, _, err := ts.laterTurn(ctx, KindTask, id, "r-1"); next != "" || err != nil {
+			t.Fatalf("laterTurn(%s): %q, %v; want none", id, next, err)
+		}
+	}
+	if after := js.Conn().NumSubscriptions(); after != before {
+		t.Errorf("the first reads took the connection from %d subscriptions to %d; want the reply inbox made with the store", before, after)
+	}
+}
