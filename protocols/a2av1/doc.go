@@ -33,8 +33,9 @@
 // the JSON-RPC body then checked for what the SDK would answer poorly (a
 // batch, a v0.3 method name, params with proto field names or with
 // integers and enums in ProtoJSON's other forms: protonumbers.go; an
-// HTTP+JSON body read the same way, a member by both its names or twice
-// by one refused as ProtoJSON refuses it, and an HTTP+JSON GET's query as the gRPC-gateway
+// HTTP+JSON body read the same way, a member by both its names, twice
+// by one, or by two names that differ in case alone (one field to
+// encoding/json) refused as ProtoJSON refuses it, and an HTTP+JSON GET's query as the gRPC-gateway
 // reads it: restquery.go), and what
 // the SDK answers unlike the specification answered as it says (wire.go: a
 // body that is not JSON by its Content-Type, the HTTP+JSON binding's §5.4

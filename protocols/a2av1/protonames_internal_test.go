@@ -41,6 +41,7 @@ func FuzzProtoJSONNames(f *testing.F) {
 		`{"message":{"messageId":"m","parts":[{"text":"a","media_type":"x","mediaType":"y"}]}}`,
 		`{"message":{"message_id":null,"role":1}}`, `{"message":null}`, `{}`, `[]`, `null`, `{"a_b":1,"aB":1}`,
 		`{"message":{"messageId":"a"},"message":null}`, `{"metadata":{"a":{"b":1,"\u0062":2}}}`, `{"message":{"parts":[{"text":"a","text":"a"}]}}`,
+		`{"message":{"messageId":"a"},"Message":{"messageId":"b"}}`, `{"message":{"message_id":"m","MessageId":"n"}}`, `{"metadata":{"k":1,"K":2}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -122,6 +122,10 @@ func TestProtoJSONNamesOnHTTPJSON(t *testing.T) {
 			"duplicate field message: sent twice"},
 		{"/message:stream", `{"message":{"messageId":"m-d3","role":"ROLE_USER","parts":[{"text":"x"}],"metadata":{"k":{"a":1,"a":2}}}}`,
 			"duplicate field message.metadata.k.a: sent twice"},
+		// Names that differ in case alone: ProtoJSON reads one as no field
+		// (names are case-sensitive), the SDK's encoding/json both as one.
+		{"/message:send", `{"message":{"messageId":"m-c1","role":"ROLE_USER","parts":[{"text":"x"}]},"Message":{"messageId":"m-c2","role":"ROLE_USER","parts":[{"text":"y"}]}}`,
+			"duplicate field message: sent as message and as Message"},
 	} {
 		status, _, body := rawCall(t, "POST", p.URL+a2av1.Path+c.path, c.body, v1)
 		if status != http.StatusBadRequest || !strings.Contains(body, `"status":"INVALID_ARGUMENT"`) || !strings.Contains(body, c.says) {
@@ -131,6 +135,10 @@ func TestProtoJSONNamesOnHTTPJSON(t *testing.T) {
 	if _, code, body := rpcCall(t, p, "GetTask", `{"id":"`+task+`","history_length":1,"historyLength":1}`); code != -32602 ||
 		!strings.Contains(body, "duplicate field historyLength") {
 		t.Errorf("JSON-RPC GetTask with history_length and historyLength: %s; want -32602 naming historyLength", body)
+	}
+	if _, code, body := rpcCall(t, p, "SendMessage", `{"message":{"messageId":"m-c3","MessageId":"m-c4","role":"ROLE_USER","parts":[{"text":"x"}]}}`); code != -32602 ||
+		!strings.Contains(body, "duplicate field message.messageId: sent as messageId and as MessageId") {
+		t.Errorf("JSON-RPC SendMessage with messageId and MessageId: %s; want -32602 naming message.messageId", body)
 	}
 	if _, code, body := rpcCall(t, p, "SendMessage", `{"message":{"messageId":"m-d4","messageId":"m-d5","role":"ROLE_USER","parts":[{"text":"x"}]}}`); code != -32602 ||
 		!strings.Contains(body, "duplicate field message.messageId: sent twice") {

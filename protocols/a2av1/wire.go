@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
@@ -294,7 +295,8 @@ func specAnswer(st restStatus) (code int, name string) {
 // InvalidParams naming it, as ProtoJSON refuses it ("duplicate field");
 // the SDK read one and dropped the other; so is a member sent twice by
 // one name (duplicateMember: ProtoJSON's "duplicate field", in metadata
-// and data its "duplicate map key"; encoding/json kept the last), and
+// and data its "duplicate map key"; encoding/json kept the last) or by
+// two that differ in case alone (one field to encoding/json), and
 // what ProtoJSON refuses of the integers and enums. A request none of
 // whose member names holds an underscore or an escape (memberNames:
 // every v1.0 message's "ROLE_USER" is a value) is decoded only if its
@@ -335,12 +337,14 @@ const (
 // followed by a colon, at any depth) holds an underscore, and whether one
 // holds an escape (a name the decoder reads otherwise than its bytes:
 // message\u005fid), and whether b may send a member twice in one object
-// (unsure: a name seen twice there, a name with an escape anywhere, more
-// names or nesting than it holds), which duplicateMember then reads. A
-// scan of the bytes, no decoding, no allocation: the strings that are
-// values (an enum's "ROLE_USER", a text) are skipped, and the names inside
-// the values of the free-form members jsonNames leaves as they are
-// (metadata, data: their names are the sender's) count for unsure alone.
+// (unsure: a name seen twice there, or one like another there but for
+// case or underscores outside metadata and data (foldSimilar), a name
+// with an escape anywhere, more names or nesting than it holds), which
+// duplicateMember then reads. A scan of the bytes, no decoding, no
+// allocation: the strings that are values (an enum's "ROLE_USER", a text)
+// are skipped, and the names inside the values of the free-form members
+// jsonNames leaves as they are (metadata, data: their names are the
+// sender's) count for unsure alone.
 // A text that is not JSON may report all three (the decoder then judges
 // it).
 func memberNames(b []byte) (underscore, escaped, unsure bool) {
@@ -424,8 +428,9 @@ func (s *nameScan) name(name []byte) {
 	if s.unsure || s.depth == 0 || s.depth > nameScanDepth || s.open[s.depth-1] < 0 {
 		return
 	}
+	free := s.free >= 0 && s.depth > s.free // a key of metadata or data: a map's, case-sensitive
 	for _, n := range s.names[s.open[s.depth-1]:s.held] {
-		if bytes.Equal(n, name) {
+		if bytes.Equal(n, name) || !free && foldSimilar(n, name) {
 			s.unsure = true
 		}
 	}
@@ -437,59 +442,115 @@ func (s *nameScan) name(name []byte) {
 	s.held++
 }
 
+// foldSimilar reports whether encoding/json may read the member names a
+// and b (as sent, no escape) as one field's once jsonNames has rewritten
+// them: equal but for ASCII case and underscores. A name with a byte
+// beyond ASCII where the two differ is taken as similar: Unicode's case
+// folding (the Kelvin sign's K for k) is left to duplicateMember's
+// decoding. No allocation.
+func foldSimilar(a, b []byte) bool {
+	i, j := 0, 0
+	for {
+		for i < len(a) && a[i] == '_' {
+			i++
+		}
+		for j < len(b) && b[j] == '_' {
+			j++
+		}
+		if i == len(a) || j == len(b) {
+			return i == len(a) && j == len(b)
+		}
+		x, y := a[i], b[j]
+		switch {
+		case x == y:
+		case x >= utf8.RuneSelf || y >= utf8.RuneSelf:
+			return true // Unicode's folding: duplicateMember's to tell
+		case x|0x20 != y|0x20 || x|0x20 < 'a' || x|0x20 > 'z':
+			return false // not one letter in two cases
+		}
+		i, j = i+1, j+1
+	}
+}
+
 // duplicateMember is the InvalidParams of the first member of the JSON
 // text b sent twice in one object (by the name it decodes to, at any
 // depth), named by its place in the request: ProtoJSON refuses a field
 // sent twice ("duplicate field"), and a key sent twice in a map or a
 // google.protobuf.Struct (metadata, data: "duplicate map key"), where
-// encoding/json keeps the last. nil when there is none, or b is no JSON
-// (its decoding answers it).
+// encoding/json keeps the last. So is a member whose name matches an
+// earlier one's but for its letters' case (message and Message; Message
+// and message_id's messageId once rewritten), outside metadata and data:
+// encoding/json, the SDK's decoder, matches names case-insensitively and
+// reads both into one field, keeping the last, where ProtoJSON, whose
+// names are case-sensitive, reads at most one of them as a field and
+// refuses the other ("unknown field"). nil when there is none, or b is
+// no JSON (its decoding answers it).
 func duplicateMember(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
-	path, err := firstDuplicate(dec, "")
-	if err != nil || path == "" {
+	dup, err := firstDuplicate(dec, "", false)
+	if err != nil {
 		return nil
 	}
-	return fmt.Errorf("%w: duplicate field %s: sent twice (a field once, as ProtoJSON reads it)", a2a.ErrInvalidParams, path)
+	return dup
 }
 
-// firstDuplicate reads one value from dec and returns the place of the
-// first member it sends twice in one object ("" for none); path is the
-// value's place ("" at the top, "message." …).
-func firstDuplicate(dec *json.Decoder, path string) (string, error) {
+// firstDuplicate reads one value from dec and returns the InvalidParams of
+// the first member it sends twice in one object (sentTwice; nil for
+// none); path is the value's place ("" at the top, "message." …), free
+// whether it is in metadata or data.
+func firstDuplicate(dec *json.Decoder, path string, free bool) (dup, err error) {
 	tok, err := dec.Token()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	switch tok {
 	case json.Delim('{'):
-		seen := map[string]bool{}
+		var seen []string
 		for dec.More() {
 			t, err := dec.Token()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			k, _ := t.(string)
-			if seen[k] {
-				return path + k, nil
+			if dup := sentTwice(seen, k, path, free); dup != nil {
+				return dup, nil
 			}
-			seen[k] = true
-			if dup, err := firstDuplicate(dec, path+k+"."); dup != "" || err != nil {
+			seen = append(seen, k)
+			if dup, err := firstDuplicate(dec, path+k+".", free || k == "metadata" || k == "data"); dup != nil || err != nil {
 				return dup, err
 			}
 		}
 	case json.Delim('['):
 		elem := strings.TrimSuffix(path, ".")
 		for i := 0; dec.More(); i++ {
-			if dup, err := firstDuplicate(dec, elem+"["+strconv.Itoa(i)+"]."); dup != "" || err != nil {
+			if dup, err := firstDuplicate(dec, elem+"["+strconv.Itoa(i)+"].", free); dup != nil || err != nil {
 				return dup, err
 			}
 		}
 	default:
-		return "", nil
+		return nil, nil
 	}
 	_, err = dec.Token() // the closing bracket
-	return "", err
+	return nil, err
+}
+
+// sentTwice is the InvalidParams of k, a member name of the object at path
+// (free: in metadata or data) after the names seen, when it is one of
+// them, or, outside metadata and data, matches one but for its letters'
+// case once both are JSON names (lowerCamel: message_id and messageId,
+// one field by its two names, are jsonNames' to refuse); nil otherwise.
+func sentTwice(seen []string, k, path string, free bool) error {
+	ck := lowerCamel(k)
+	for _, s := range seen {
+		if s == k {
+			return fmt.Errorf("%w: duplicate field %s%s: sent twice (a field once, as ProtoJSON reads it)", a2a.ErrInvalidParams, path, k)
+		}
+		if cs := lowerCamel(s); !free && cs != ck && strings.EqualFold(cs, ck) {
+			return fmt.Errorf("%w: duplicate field %s%s: sent as %s and as %s (names are case-sensitive: ProtoJSON reads one of them as no field)",
+				a2a.ErrInvalidParams, path, cs, s, k)
+		}
+	}
+	return nil
 }
 
 // stringEnd is the index of the quote that ends the JSON string opening

@@ -71,7 +71,8 @@ func TestProtoJSONParams(t *testing.T) {
 func TestMemberNames(t *testing.T) {
 	// underscore, escaped (neither counted inside metadata or data), and
 	// unsure: a name twice in one object (at any depth, metadata and data
-	// too), or one escaped anywhere, or too many to hold.
+	// too), or like another there but for case or underscores (not in
+	// metadata or data), or one escaped anywhere, or too many to hold.
 	for in, want := range map[string][3]bool{
 		`{"message":{"role":"ROLE_USER","messageId":"m_1","parts":[{"text":"a_b \"c_d\": \u0041"}]}}`: {false, false, false},
 		`{"message":{"message_id":"m"}}`:                                                {true, false, false},
@@ -95,9 +96,19 @@ func TestMemberNames(t *testing.T) {
 		`{"a":{"b":1},"c":{"b":1},"b":{"b":{"b":1}}}`:                                     {false, false, false},
 		`{"a":[{"b":1,"c":2},{"b":1}],"b":[]}`:                                            {false, false, false},
 		`{"a":[{"b":1,"c":2},{"b":1,"b":1}]}`:                                             {false, false, true},
-		strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 40):                       {false, false, true},
-		`{` + manyMembers(nameScanNames) + `}`:                                            {false, false, false},
-		`{` + manyMembers(nameScanNames+1) + `}`:                                          {false, false, true},
+		// Names encoding/json reads as one (its case-insensitive match),
+		// also once jsonNames has rewritten a proto name: not in metadata
+		// or data, whose keys are a map's.
+		`{"message":{"messageId":"a"},"Message":{"messageId":"b"}}`: {false, false, true},
+		`{"message":{"message_id":"a","MessageId":"b"}}`:            {true, false, true},
+		`{"a":[{"taskId":1,"TASKID":2}]}`:                           {false, false, true},
+		`{"kind":1,"\u212aind":2}`:                                  {false, true, true},
+		"{\"kind\":1,\"\u212aind\":2}":                              {false, false, true},
+		`{"metadata":{"k":1,"K":2},"data":{"a_b":{"x":1,"X":2}}}`:   {false, false, false},
+		`{"a":{"b":1},"A_":2}`:                                      {true, false, true},
+		strings.Repeat(`{"a":`, 40) + `1` + strings.Repeat(`}`, 40): {false, false, true},
+		`{` + manyMembers(nameScanNames) + `}`:                      {false, false, false},
+		`{` + manyMembers(nameScanNames+1) + `}`:                    {false, false, true},
 	} {
 		if u, e, d := memberNames([]byte(in)); [3]bool{u, e, d} != want {
 			t.Errorf("memberNames(%s) = %v, %v, %v; want %v", in, u, e, d, want)
@@ -163,6 +174,48 @@ func TestProtoJSONDuplicates(t *testing.T) {
 	for _, in := range []string{
 		`{"message":{"messageId":"a","parts":[{"text":"a","metadata":{"text":1}},{"text":"b"}],"metadata":{"messageId":"x"}},"metadata":{"message":1}}`,
 		`{"message":{"messageId":"a","parts":[{"data":{"a":{"b":1},"c":{"b":1}}}]}}`,
+	} {
+		var pb a2apb.SendMessageRequest
+		if err := protojson.Unmarshal([]byte(in), &pb); err != nil {
+			t.Fatalf("protojson refuses %s: %v", in, err)
+		}
+		if got, err := protoJSON(methodSendMessage, json.RawMessage(in)); err != nil || string(got) != in {
+			t.Errorf("protoJSON(%s) = %s, %v; want it as it is", in, got, err)
+		}
+	}
+}
+
+// TestProtoJSONCaseFold: two members of one object whose names differ but
+// match case-insensitively (message and Message; messageId and MessageId,
+// also when one is sent by its proto name, message_id) are refused
+// (InvalidParams naming them), as ProtoJSON refuses such a request (its
+// names are case-sensitive: one of them names no field, "unknown
+// field"). The SDK's decoder, encoding/json, matches names
+// case-insensitively: it read both into one field and kept the last. The
+// keys of metadata and data (a google.protobuf.Struct in a2a.proto, a map
+// to encoding/json) are the sender's, case-sensitive to both: kept.
+func TestProtoJSONCaseFold(t *testing.T) {
+	for in, says := range map[string]string{
+		`{"message":{"messageId":"a"},"Message":{"messageId":"b"}}`:                            "duplicate field message: sent as message and as Message",
+		`{"message":{"messageId":"a","MessageId":"b"}}`:                                        "duplicate field message.messageId: sent as messageId and as MessageId",
+		`{"message":{"message_id":"a","MessageId":"b"}}`:                                       "duplicate field message.messageId: sent as message_id and as MessageId",
+		`{"message":{"messageId":"a","parts":[{"text":"a"},{"text":"a","TEXT":"b"}]}}`:         "duplicate field message.parts[1].text: sent as text and as TEXT",
+		`{"configuration":{"historyLength":1,"HistoryLength":2}}`:                              "duplicate field configuration.historyLength",
+		"{\"message\":{\"messageId\":\"a\",\"parts\":[{\"\u212aind\":\"x\",\"kind\":\"y\"}]}}": "duplicate field message.parts[0].\u212aind",
+		`{"message":{"messageId":"a","Metadata":{"k":1},"metadata":{"k":2}}}`:                  "duplicate field message.Metadata: sent as Metadata and as metadata",
+	} {
+		var pb a2apb.SendMessageRequest
+		if err := protojson.Unmarshal([]byte(in), &pb); err == nil {
+			t.Fatalf("protojson reads %s", in)
+		}
+		got, err := protoJSON(methodSendMessage, json.RawMessage(in))
+		if !errors.Is(err, a2a.ErrInvalidParams) || !strings.Contains(err.Error(), says) {
+			t.Errorf("protoJSON(%s) = %s, %v; want InvalidParams saying %s", in, got, err, says)
+		}
+	}
+	for _, in := range []string{
+		`{"message":{"messageId":"a","metadata":{"k":1,"K":2},"parts":[{"data":{"a":{"x":1,"X":2}},"metadata":{"Text":1,"text":2}}]}}`,
+		`{"message":{"messageId":"a","extensions":["x","X"]}}`,
 	} {
 		var pb a2apb.SendMessageRequest
 		if err := protojson.Unmarshal([]byte(in), &pb); err != nil {
