@@ -125,8 +125,7 @@ func restCall(w http.ResponseWriter, r **http.Request) bool {
 	if tenant == "" && (*r).URL.RawQuery == "" {
 		return true
 	}
-	q := (*r).URL.Query()
-	id, queryTenant, changed, err := restQuery((*r).Method, route, q, tenant != "")
+	q, id, queryTenant, changed, err := restQuery((*r).Method, route, (*r).URL.RawQuery, tenant != "")
 	if err != nil {
 		writeREST(w, restTaskError(err, id))
 		return false

@@ -120,15 +120,17 @@ func FuzzRESTListStatus(f *testing.F) {
 }
 
 // FuzzRESTQuery checks the HTTP+JSON GETs' reading of their query
-// (readQuery, for GetTask, ListTasks and ListTaskPushNotificationConfigs)
-// against the gRPC-gateway's (gatewayQuery): parameters by either name,
-// repeated, with the gateway's [key] syntax or a path, unknown ones.
+// (restQuery, for each route that reads one) against the gRPC-gateway's
+// (gatewayQuery): parameters by either name, repeated, with the gateway's
+// [key] syntax or a path, unknown ones, and queries that are no
+// URL-encoded form.
 func FuzzRESTQuery(f *testing.F) {
 	for _, s := range []string{"page_size=3&pageSize=3", "pageSize=3&pageSize=4", "context_id=a&history_length=2&include_artifacts=1",
 		"status_timestamp_after=2026-01-01T00:00:00.5Z&status=2", "pageSize[x]=1", "page_size.x=1", "foo=1&foo=2", "pageSize=",
 		"status_timestamp_after.seconds=5", "statusTimestampAfter=0000-12-31T00:00:00Z", "pageToken=a&page_token=b", "historyLength=%2B2",
 		"includeArtifacts=T&contextId=", "tenant=x", "id=a&id=b&task_id=c", "=1&[a]=2",
-		"tenant=a&tenant=b", "tenant[x]=1", "tenant.x=1", "tenant=&pageSize=2", "tenant=a&historyLength=x", "tenant=a&lastUpdatedAfter=2026-01-01T00:00:00Z"} {
+		"tenant=a&tenant=b", "tenant[x]=1", "tenant.x=1", "tenant=&pageSize=2", "tenant=a&historyLength=x", "tenant=a&lastUpdatedAfter=2026-01-01T00:00:00Z",
+		"%zz", "pageSize=%G1", "tenant=a&foo=%", "pageSize=1;historyLength=2", "tenant=a;b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) { gatewayQuery(t, raw) })
@@ -178,18 +180,27 @@ func gatewayQuery(t *testing.T, raw string) {
 }
 
 // gatewayRoute is gatewayQuery's check of one route (method, path), with
-// a path tenant or without, against the gateway's reading of q into msg
-// with filter.
+// a path tenant or without, against the gateway's reading of raw (q
+// parsed, lastUpdatedAfter taken out) into msg with filter: its
+// generated code's, req.ParseForm then runtime.PopulateQueryParameters,
+// on a route with a field that its path does not hold (HasQueryParam),
+// none on another.
 func gatewayRoute(t *testing.T, raw string, q url.Values, method, path string, pathTenant bool, msg func() proto.Message, filter [][]string) {
 	t.Helper()
-	ours := url.Values{}
-	for k, v := range q {
-		ours[k] = slices.Clone(v)
+	ourRaw := q.Encode()
+	if _, err := url.ParseQuery(raw); err != nil {
+		ourRaw = raw
 	}
-	_, tenant, _, err := restQuery(method, path, ours, pathTenant)
+	ours, _, tenant, _, err := restQuery(method, path, ourRaw, pathTenant)
 	fields, _ := queryFields(method, path)
 	pb := msg()
-	gwErr := runtime.PopulateQueryParameters(pb, q, utilities.NewDoubleArray(filter))
+	var gwErr error
+	if pb.ProtoReflect().Descriptor().Fields().Len() > len(filter) {
+		req := &http.Request{Method: method, URL: &url.URL{RawQuery: raw}}
+		if gwErr = req.ParseForm(); gwErr == nil {
+			gwErr = runtime.PopulateQueryParameters(pb, q, utilities.NewDoubleArray(filter))
+		}
+	}
 	where := fmt.Sprintf("%s %s (path tenant: %v)", method, path, pathTenant)
 	if err != nil {
 		if !errors.Is(err, a2a.ErrInvalidParams) {

@@ -20,12 +20,13 @@ import (
 // An HTTP+JSON GET (a2a.proto's HTTP annotations: GetTask, ListTasks,
 // ListTaskPushNotificationConfigs) carries the request's fields that its
 // path does not in its query, read as the gRPC-gateway reads them
-// (runtime.PopulateQueryParameters): a parameter names a field by its
-// proto name (page_size) or its JSON name (pageSize), once; its value is
-// the field's in the gateway's forms (an integer in decimal within 32
-// bits, a boolean as strconv.ParseBool reads it, an enum by name or
-// number, a timestamp in RFC 3339); a parameter that names no field is
-// ignored. The SDK's handler reads the JSON names alone, the first value
+// (req.ParseForm, then runtime.PopulateQueryParameters): a query that is
+// no URL-encoded form (%zz, a semicolon) is refused whole; a parameter
+// names a field by its proto name (page_size) or its JSON name
+// (pageSize), once; its value is the field's in the gateway's forms (an
+// integer in decimal within 32 bits, a boolean as strconv.ParseBool reads
+// it, an enum by name or number, a timestamp in RFC 3339); a parameter
+// that names no field is ignored. The SDK's handler reads the JSON names alone, the first value
 // of each, and a value it cannot read is "invalid request" naming
 // nothing: restQuery reads the query as the gateway does and hands the
 // SDK the JSON names.
@@ -83,46 +84,57 @@ var (
 // such field; the gateway ignores it).
 const lastUpdatedAfter = "lastUpdatedAfter"
 
-// restQuery reads q, the query of an HTTP+JSON call of method on route
+// restQuery reads raw, the query of an HTTP+JSON call of method on route
 // (its path, a path tenant taken off: pathTenant reports whether it had
 // one), as the gateway reads it into the request of its route
-// (queryFields), and rewrites q in place with the fields read by their
-// JSON names (a TaskState by name), which the SDK's handler reads
-// (changed: q was rewritten). tenant is the request's tenant the query
-// gives ("" for none, and with a path tenant, whose route's filter takes
-// the query's out). What the gateway refuses is InvalidParams naming the
-// parameter (A2A v1.0 §3.3.2; JSON-RPC answers the same field so, §5.1),
-// with the task the path names (taskID, "" for none): a value not of its
-// field's type (§11.5), a parameter given more than once ("too many
-// values"), a path into a field that is no message (page_size.x,
-// tenant.x). Where the gateway's reading is not one reading, restQuery
+// (queryFields): req.ParseForm, then runtime.PopulateQueryParameters.
+// q is the query parsed, rewritten with the fields read by their JSON
+// names (a TaskState by name), which the SDK's handler reads (changed: q
+// was rewritten). tenant is the request's tenant the query gives ("" for
+// none, and with a path tenant, whose route's filter takes the query's
+// out). What the gateway refuses is InvalidParams naming what is wrong
+// (A2A v1.0 §3.3.2; JSON-RPC answers the same field so, §5.1), with the
+// task the path names (taskID, "" for none): a query that is no
+// URL-encoded form (url.ParseQuery's error: an escape that is none, a
+// semicolon, too many parameters), a value not of its field's type
+// (§11.5), a parameter given more than once ("too many values"), a path
+// into a field that is no message (page_size.x, tenant.x). A route whose
+// query the gateway does not read (its body "*", or its path holding
+// every field of its request) has its query parsed as far as it can be,
+// unrefused. Where the gateway's reading is not one reading, restQuery
 // refuses: a field given by both its names (the gateway keeps one of them
 // at random: it ranges over a map), and a path into
 // status_timestamp_after (.seconds, .nanos: which of the timestamp and
 // its parts wins is that map's order too); a TaskState number beyond 32
 // bits (wrapped into one by the gateway) is refused too.
-func restQuery(method, route string, q url.Values, pathTenant bool) (taskID, tenant string, changed bool, err error) {
+func restQuery(method, route, raw string, pathTenant bool) (q url.Values, taskID, tenant string, changed bool, err error) {
+	q, parseErr := url.ParseQuery(raw)
 	fields, taskID := queryFields(method, route)
 	if pathTenant && len(fields) > 0 {
 		fields = fields[:len(fields)-1] // the tenant, last
 	}
-	if len(fields) == 0 || len(q) == 0 {
-		return taskID, "", false, nil
+	switch {
+	case len(fields) == 0:
+		return q, taskID, "", false, nil // the gateway reads no query here
+	case parseErr != nil:
+		return q, taskID, "", false, fmt.Errorf("%w: the query cannot be read: %v", a2a.ErrInvalidParams, parseErr)
+	case len(q) == 0:
+		return q, taskID, "", false, nil
 	}
 	if changed, err = readQuery(q, fields); err != nil {
-		return taskID, "", false, err
+		return q, taskID, "", false, err
 	}
 	if route == restListPath {
 		c, err := queryAlias(q)
 		if err != nil {
-			return taskID, "", false, err
+			return q, taskID, "", false, err
 		}
 		changed = changed || c
 	}
 	if !pathTenant {
 		tenant = q.Get(tenantField.json)
 	}
-	return taskID, tenant, changed, nil
+	return q, taskID, tenant, changed, nil
 }
 
 // queryFields are the query's fields of the route of method and path (a

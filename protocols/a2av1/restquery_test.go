@@ -147,3 +147,53 @@ func restCaller(fh fakeHost) func(method, path string) (int, string) {
 		return w.Code, w.Body.String()
 	}
 }
+
+// TestRESTQueryMalformed: a query that is no URL-encoded form (an escape
+// that is none, %zz; a semicolon, which Go no longer reads as a
+// separator) on a route whose query the gRPC-gateway reads (the GETs,
+// DeleteTaskPushNotificationConfig) is 400 INVALID_ARGUMENT,
+// INVALID_PARAMS, naming what is wrong, as the gateway answers it (its
+// generated code runs req.ParseForm and answers its error
+// InvalidArgument). URL.Query() dropped the pairs it could not read
+// and the call went on: GET /tasks?pageSize=%G1 listed with the default
+// page size. A route whose query the gateway does not read (a body of
+// "*": message:send, a cancel; a path tenant's route whose path holds
+// every field of its request) ignores it, as the gateway does.
+func TestRESTQueryMalformed(t *testing.T) {
+	fh := newFakeHost()
+	fh.AddTask(key, task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z"))
+	call := restCaller(fh)
+	for _, tc := range []struct{ method, path, says string }{
+		{http.MethodGet, "/tasks?%zz", `invalid URL escape "%zz"`},
+		{http.MethodGet, "/tasks?pageSize=%G1", `invalid URL escape "%G1"`},
+		{http.MethodGet, "/tasks?foo=%", `invalid URL escape "%"`}, // a parameter of no field: the gateway parses the whole query
+		{http.MethodGet, "/tasks?pageSize=1;historyLength=2", "invalid semicolon separator in query"},
+		{http.MethodGet, "/tasks/a?historyLength=%zz", `invalid URL escape "%zz"`},
+		{http.MethodGet, "/tasks/a:subscribe?%zz", `invalid URL escape "%zz"`},
+		{http.MethodGet, "/tasks/a/pushNotificationConfigs?%zz", `invalid URL escape "%zz"`},
+		{http.MethodGet, "/tasks/a/pushNotificationConfigs/c?%zz", `invalid URL escape "%zz"`},
+		{http.MethodDelete, "/tasks/a/pushNotificationConfigs/c?%zz", `invalid URL escape "%zz"`},
+		{http.MethodGet, "/extendedAgentCard?%zz", `invalid URL escape "%zz"`},
+		{http.MethodGet, "/demo/tasks?%zz", `invalid URL escape "%zz"`}, // ListTasks' other fields are still read
+	} {
+		code, body := call(tc.method, tc.path)
+		var st restStatus
+		_ = json.Unmarshal([]byte(body), &st)
+		if code != http.StatusBadRequest || st.Error.Status != "INVALID_ARGUMENT" || st.reason() != "INVALID_PARAMS" ||
+			!strings.Contains(st.Error.Message, "query") || !strings.Contains(st.Error.Message, tc.says) {
+			t.Errorf("%s %s: %d %s; want 400 INVALID_ARGUMENT, INVALID_PARAMS, saying the query has %s", tc.method, tc.path, code, body, tc.says)
+		}
+		if strings.HasPrefix(tc.path, "/tasks/a") && !strings.Contains(body, `"taskId":"a"`) {
+			t.Errorf("%s %s: %s; want the ErrorInfo naming task a", tc.method, tc.path, body)
+		}
+	}
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodPost, "/tasks/a:cancel?%zz"},
+		{http.MethodGet, "/demo/tasks/a:subscribe?%zz"},
+		{http.MethodGet, "/demo/extendedAgentCard?%zz"},
+	} {
+		if _, body := call(tc.method, tc.path); strings.Contains(body, "invalid URL escape") {
+			t.Errorf("%s %s: %s; want the query ignored, as the gateway reads none there", tc.method, tc.path, body)
+		}
+	}
+}
