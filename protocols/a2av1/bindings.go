@@ -765,8 +765,9 @@ func requestedVersion(r *http.Request) string {
 
 // refuseFinished answers SubscribeToTask on a task in a terminal state
 // with UnsupportedOperationError (A2A v1.0 §3.1.6), on one the caller
-// does not have with TaskNotFoundError, and one without the task's id with
-// InvalidParams (errTaskIDRequired), as a plain error answer,
+// does not have with TaskNotFoundError, one without the task's id with
+// InvalidParams (errTaskIDRequired), and one whose tenant the handler
+// refuses (readCall) with its InvalidParams, as a plain error answer,
 // as the specification's examples show it (the SDK's transports would
 // open the stream first and send the error as its one event; the SDK's
 // HTTP+JSON handler answered no id InvalidRequest), and reports
@@ -774,7 +775,7 @@ func requestedVersion(r *http.Request) string {
 // any other call, and a task the caller has not or that is not finished
 // are the handler's to answer.
 func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head rpcHead, rest bool) bool {
-	var id string
+	var id, tenant string // tenant: a JSON-RPC call's (restCall made an HTTP+JSON call's its pool)
 	switch {
 	case rest:
 		p, ok := strings.CutSuffix(r.URL.Path, ":subscribe")
@@ -794,7 +795,7 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 			writePlain(w, decodeError("params", err), head.ID, rest)
 			return true
 		}
-		id = string(req.ID)
+		id, tenant = string(req.ID), req.Tenant
 	default:
 		return false
 	}
@@ -815,6 +816,13 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 			return
 		}
 		writePlain(w, err, head.ID, false)
+	}
+	if _, err := b.hd.readCall(r.Context(), tenant); err != nil {
+		// The request's tenant, checked first as the handler checks it
+		// (pooltenant.go): one naming no valid pool, or another pool
+		// than the interface's, is InvalidParams whatever the task.
+		plain(err)
+		return true
 	}
 	if err := b.hd.subscribeRefusal(r.Context(), id); err != nil {
 		// The task's pool does not stream (its profile).

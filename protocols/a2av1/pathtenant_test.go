@@ -57,12 +57,13 @@ func restClient(t *testing.T, url, tenant string) *a2aclient.Client {
 }
 
 // tenantClient is a2a-go/v2's client of the interface of binding at url
-// with tenant, which it sends in every call.
-func tenantClient(t *testing.T, url, tenant string, binding a2a.TransportProtocol) *a2aclient.Client {
+// with tenant, which it sends in every call (opts: the factory's, such as
+// the gRPC transport's).
+func tenantClient(t *testing.T, url, tenant string, binding a2a.TransportProtocol, opts ...a2aclient.FactoryOption) *a2aclient.Client {
 	t.Helper()
 	iface := a2a.NewAgentInterface(url, binding)
 	iface.Tenant = tenant
-	c, err := a2aclient.NewFromEndpoints(context.Background(), []*a2a.AgentInterface{iface})
+	c, err := a2aclient.NewFromEndpoints(context.Background(), []*a2a.AgentInterface{iface}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,21 +107,9 @@ func TestPathTenant(t *testing.T) {
 		if err != nil || answerText(res) != "pool "+u.tenant {
 			t.Fatalf("%s interface, tenant %s: SendMessage %q, %v", u.name, u.tenant, answerText(res), err)
 		}
-		var streamed string
-		var task a2a.TaskInfo
-		for ev, err := range c.SendStreamingMessage(ctx, hi()) {
-			if err != nil {
-				t.Fatalf("%s/%s: stream: %v", u.name, u.tenant, err)
-			}
-			if ti, ok := ev.(a2a.TaskInfoProvider); ok && ti.TaskInfo().TaskID != "" {
-				task = ti.TaskInfo()
-			}
-			if ae, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && ae.Artifact != nil {
-				streamed += answerText(&a2a.Task{Artifacts: []*a2a.Artifact{ae.Artifact}})
-			}
-		}
-		if streamed != "pool "+u.tenant || task.TaskID == "" {
-			t.Fatalf("%s/%s: stream %q, task %+v", u.name, u.tenant, streamed, task)
+		text, task, err := streamed(ctx, c, hi())
+		if err != nil || text != "pool "+u.tenant || task.TaskID == "" {
+			t.Fatalf("%s/%s: stream %q, task %+v, %v", u.name, u.tenant, text, task, err)
 		}
 		if got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.TaskID}); err != nil || got.ID != task.TaskID {
 			t.Errorf("%s/%s: GetTask: %v", u.name, u.tenant, err)
@@ -199,17 +188,11 @@ func TestListTasksOfPool(t *testing.T) {
 	ctx := context.Background()
 	ids := map[string]string{}
 	for _, pool := range []string{"demo", "echo"} {
-		for ev, err := range restClient(t, p.URL+a2av1.Path, pool).SendStreamingMessage(ctx, hi()) {
-			if err != nil {
-				t.Fatalf("stream to %s: %v", pool, err)
-			}
-			if ti, ok := ev.(a2a.TaskInfoProvider); ok && ti.TaskInfo().TaskID != "" {
-				ids[pool] = string(ti.TaskInfo().TaskID)
-			}
+		_, task, err := streamed(ctx, restClient(t, p.URL+a2av1.Path, pool), hi())
+		if err != nil || task.TaskID == "" {
+			t.Fatalf("stream to %s: task %+v, %v", pool, task, err)
 		}
-		if ids[pool] == "" {
-			t.Fatalf("stream to %s: no task", pool)
-		}
+		ids[pool] = string(task.TaskID)
 	}
 	for _, c := range []struct {
 		name string
