@@ -116,7 +116,7 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		}
 		// The extensions the call activates, echoed (A2A §3.2.5).
 		echoExtensions(w, r, head, checkRPC)
-		if !checkRPC && !restCall(w, &r) {
+		if !checkRPC && !restCall(w, &r, body) {
 			return // a tenant naming another pool (pooltenant.go), a query the gateway refuses (restQuery)
 		}
 		ctx := withCall(r.Context(), call{header: r.Header, agent: r.URL.Query().Get("agent"),
@@ -857,16 +857,23 @@ func isCancel(r *http.Request, checkRPC bool) bool {
 		body, whole := host.PeekBody(r, host.MaxCancelBody)
 		return whole && host.IsCancelCall(body, func(m string) bool { return m == methodCancelTask })
 	}
-	if r.Method != http.MethodPost {
-		return false
-	}
 	_, route := pathTenant(r.URL.Path)
-	id, ok := strings.CutPrefix(route, restListPath+"/")
+	_, ok := restCancelTask(r.Method, route)
+	return ok
+}
+
+// restCancelTask is the task an HTTP+JSON call of method on route (a path
+// tenant taken off) cancels: ok for a POST of /tasks/{id}:cancel.
+func restCancelTask(method, route string) (id string, ok bool) {
+	if method != http.MethodPost {
+		return "", false
+	}
+	id, ok = strings.CutPrefix(route, restListPath+"/")
 	if !ok {
-		return false
+		return "", false
 	}
 	id, ok = strings.CutSuffix(id, ":cancel")
-	return ok && id != "" && !strings.Contains(id, "/")
+	return id, ok && id != "" && !strings.Contains(id, "/")
 }
 
 // restTaskMethodRefused answers 405 with Allow: GET, HEAD an HTTP+JSON

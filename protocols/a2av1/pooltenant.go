@@ -1,8 +1,10 @@
 package a2av1
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -44,9 +46,12 @@ import (
 // a client sends a tenanted interface's calls there. A route without
 // that segment and without a body of "*" (the GETs, the DELETE) carries
 // the tenant in its query (?tenant=), which the gateway reads into the
-// request. restCall takes either (the path's prefix off the path; the
-// path's wins, as the gateway's route of it filters the query's out) and
-// makes it the call's pool, as ?agent= would.
+// request; one whose body is "*" carries it in its body, which the SDK's
+// handler reads but for a cancel's (cancelTenant). restCall takes the
+// path's (its prefix off the path; it wins, as the gateway's route of it
+// sets the field from the path and filters the query's out), else a
+// cancel's body's, else the query's, and makes it the call's pool, as
+// ?agent= would.
 
 // callFor is call, with the request's tenant as the call's pool.
 func (h *handler) callFor(ctx context.Context, tenant string) (call, error) {
@@ -84,6 +89,31 @@ func sendTenant(req *a2a.SendMessageRequest) string {
 	return req.Tenant
 }
 
+// cancelTenant is the tenant of the body of an HTTP+JSON CancelTask
+// (method on route, pathTenant: the path had one), a2a.proto's POST
+// /tasks/{id}:cancel with body "*": the gateway reads the request's
+// tenant from the body, which the SDK's handler does not read. "" for
+// another call, a cancel with a path tenant (the gateway's route of
+// `/{tenant}/…` sets the field from the path, over the body's) or a body
+// without one; InvalidParams for a tenant that is no string. (The other
+// routes whose body is "*", message:send, message:stream and a push
+// config's creation, have their body's tenant read by the SDK's handler,
+// which checks it: callFor, readCall.)
+func cancelTenant(method, route string, pathTenant bool, body []byte) (string, error) {
+	if _, ok := restCancelTask(method, route); !ok || pathTenant || len(bytes.TrimSpace(body)) == 0 {
+		return "", nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil || m["tenant"] == nil {
+		return "", nil // no object: the SDK's handler reads no body
+	}
+	var tenant string
+	if err := json.Unmarshal(m["tenant"], &tenant); err != nil {
+		return "", decodeError("tenant", err) // "tenant must be a string, not a number"
+	}
+	return tenant, nil
+}
+
 // tenantMismatch is the InvalidParams of a tenant naming another pool
 // than the interface's.
 func tenantMismatch(tenant, agent string) error {
@@ -115,14 +145,20 @@ func pathTenant(path string) (tenant, route string) {
 }
 
 // restCall reads an HTTP+JSON call's query as the gateway reads it
-// (restQuery) and takes its tenant (its path's, else its query's) as the
-// call's pool, as ?agent= would, the path tenant off its path; it reports
-// whether the call goes on. A query the gateway refuses, and a tenant
-// naming another pool than the interface's (the pool's path, or ?agent=),
-// are answered InvalidParams here.
-func restCall(w http.ResponseWriter, r **http.Request) bool {
+// (restQuery) and takes its tenant (its path's, else a cancel's body's,
+// else its query's) as the call's pool, as ?agent= would, the path tenant
+// off its path; it reports whether the call goes on. A query the gateway
+// refuses, and a tenant naming another pool than the interface's (the
+// pool's path, or ?agent=), are answered InvalidParams here.
+func restCall(w http.ResponseWriter, r **http.Request, body []byte) bool {
 	tenant, route := pathTenant((*r).URL.Path)
-	if tenant == "" && (*r).URL.RawQuery == "" {
+	bodyTenant, err := cancelTenant((*r).Method, route, tenant != "", body)
+	if err != nil {
+		id, _ := restCancelTask((*r).Method, route)
+		writeREST(w, restTaskError(err, id))
+		return false
+	}
+	if tenant == "" && bodyTenant == "" && (*r).URL.RawQuery == "" {
 		return true
 	}
 	q, id, queryTenant, changed, err := restQuery((*r).Method, route, (*r).URL.RawQuery, tenant != "")
@@ -130,7 +166,7 @@ func restCall(w http.ResponseWriter, r **http.Request) bool {
 		writeREST(w, restTaskError(err, id))
 		return false
 	}
-	tenant = cmp.Or(tenant, queryTenant)
+	tenant = cmp.Or(tenant, bodyTenant, queryTenant)
 	if tenant != "" {
 		if agent := q.Get("agent"); agent != "" && agent != tenant {
 			writePlain(w, tenantMismatch(tenant, agent), nil, true)

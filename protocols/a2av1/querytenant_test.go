@@ -3,6 +3,7 @@ package a2av1
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -89,5 +90,51 @@ func listedIDs(body string) string {
 		}
 		id, _, _ := strings.Cut(after, `"`)
 		ids, rest = append(ids, id), after
+	}
+}
+
+// TestRESTCancelBodyTenant: a2a.proto binds CancelTask to POST
+// /tasks/{id}:cancel with body "*", so the gateway reads the request's
+// tenant from the body ({"tenant":"echo"}); the `/{tenant}/…` route sets
+// it from the path, over the body's. It is the call's pool, with the path
+// tenant's rules; a tenant that is no string is InvalidParams naming it.
+// The SDK's handler reads no cancel body: the tenant was ignored, and a
+// cancel refused on JSON-RPC and gRPC (InvalidParams) was answered on
+// HTTP+JSON (TestTenantOnEveryBinding).
+func TestRESTCancelBodyTenant(t *testing.T) {
+	fh := newFakeHost()
+	lt := task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z")
+	lt.Pool = "echo"
+	fh.AddTask(key, lt)
+	rest := Bindings(fh).REST
+	post := func(path, body string) (int, restStatus) {
+		r := httptest.NewRequest(http.MethodPost, Path+path, strings.NewReader(body))
+		r.Header.Set("X-Api-Key", key)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		rest.ServeHTTP(w, r)
+		var st restStatus
+		_ = json.Unmarshal(w.Body.Bytes(), &st)
+		return w.Code, st
+	}
+	for _, tc := range []struct{ path, body, says string }{
+		{"/tasks/a:cancel", `{"tenant":"not a pool"}`, `"not a pool" is not a valid agent pool name`},
+		{"/tasks/a:cancel?agent=demo", `{"tenant":"echo"}`, `tenant "echo" names another agent pool than this interface's ("demo")`},
+		{"/tasks/a:cancel", `{"tenant":5}`, "tenant must be a string, not a number"},
+	} {
+		code, st := post(tc.path, tc.body)
+		if code != http.StatusBadRequest || st.reason() != "INVALID_PARAMS" || !strings.Contains(st.Error.Message, tc.says) {
+			t.Errorf("POST %s %s: %d %+v; want 400 INVALID_PARAMS saying %s", tc.path, tc.body, code, st.Error, tc.says)
+		}
+	}
+	for _, tc := range []struct{ path, body string }{
+		{"/tasks/a:cancel", `{"tenant":"echo"}`},
+		{"/tasks/a:cancel", `{"tenant":""}`},
+		{"/tasks/a:cancel", `{}`},
+		{"/echo/tasks/a:cancel", `{"tenant":"not a pool"}`}, // the path's wins
+	} {
+		if code, st := post(tc.path, tc.body); st.reason() == "INVALID_PARAMS" {
+			t.Errorf("POST %s %s: %d %+v; want the tenant taken", tc.path, tc.body, code, st.Error)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -30,8 +31,10 @@ import (
 // the same rules on A2A v1.0's three bindings (docs/protocols.md; §5.1:
 // the same error handling on every binding), on every method that takes
 // one. Each case runs on JSON-RPC (params.tenant), HTTP+JSON (the
-// `/{tenant}` path; a2a-go/v2's client puts it there) and gRPC (the
-// request message's tenant), each sent by a2a-go/v2's client of an
+// `/{tenant}` path, where a2a-go/v2's client puts it; and off the path
+// where a route without that segment carries it, a GET's query and a
+// POST's body: tenantOffPath) and gRPC (the request message's tenant),
+// each sent by a2a-go/v2's client of an
 // interface with that tenant: the pipeline's own interface, or the echo
 // pool's (its path on the HTTP bindings, x-e2a-agent metadata on gRPC).
 // A tenant that is no valid pool name, or names another pool than the
@@ -163,8 +166,8 @@ type endpoint struct {
 
 // poolEndpoint is p's interface of binding (JSON-RPC, HTTP+JSON, gRPC;
 // "HTTP+JSON, tenant off the path" is HTTP+JSON with the tenant in a
-// GET's query: tenantOffPath), the pipeline's (iface "") or pool
-// iface's, with tenant:
+// GET's query and a POST's body: tenantOffPath), the pipeline's (iface
+// "") or pool iface's, with tenant:
 // on gRPC the pool is the x-e2a-agent metadata (a2av1.GRPCAgentMetadata)
 // of every call.
 func poolEndpoint(t *testing.T, p *pipetest.Pipeline, binding, iface, tenant string) endpoint {
@@ -208,26 +211,39 @@ func poolEndpoint(t *testing.T, p *pipetest.Pipeline, binding, iface, tenant str
 // of the interface at base with tenant that sends the tenant where a
 // route without a `/{tenant}` segment carries it, as the gRPC-gateway
 // reads it, not in the path (/{tenant}/…, where that client puts it): a
-// GET's or a DELETE's in its query (?tenant=). SubscribeToTask, which
-// that client POSTs, is sent as a2a.proto binds it, a GET.
+// GET's or a DELETE's in its query (?tenant=), a POST's (whose body is
+// "*") in its body's tenant. SubscribeToTask, which that client POSTs,
+// is sent as a2a.proto binds it, a GET.
 func tenantOffPath(base, tenant string) http.RoundTripper {
 	prefix := strings.TrimPrefix(base, "http://")
 	_, prefix, _ = strings.Cut(prefix, "/")
 	prefix = "/" + prefix + "/" + tenant + "/"
 	return roundTripper(func(r *http.Request) (*http.Response, error) {
 		rest, ok := strings.CutPrefix(r.URL.Path, prefix)
-		if strings.HasSuffix(rest, ":subscribe") {
-			r = r.Clone(r.Context())
-			r.Method, r.Body, r.ContentLength = http.MethodGet, nil, 0 // a2a.proto's (this client POSTs it)
-		}
-		if tenant == "" || !ok || r.Method == http.MethodPost {
+		if tenant == "" || !ok {
 			return http.DefaultTransport.RoundTrip(r)
 		}
 		r = r.Clone(r.Context())
 		r.URL.Path, r.URL.RawPath = strings.TrimSuffix(prefix, tenant+"/")+rest, ""
-		q := r.URL.Query()
-		q.Set("tenant", tenant)
-		r.URL.RawQuery = q.Encode()
+		if strings.HasSuffix(rest, ":subscribe") {
+			r.Method, r.Body, r.ContentLength = http.MethodGet, nil, 0 // a2a.proto's (this client POSTs it)
+		}
+		if r.Method != http.MethodPost {
+			q := r.URL.Query()
+			q.Set("tenant", tenant)
+			r.URL.RawQuery = q.Encode()
+			return http.DefaultTransport.RoundTrip(r)
+		}
+		m := map[string]any{}
+		if r.Body != nil {
+			if err := json.NewDecoder(r.Body).Decode(&m); err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+		}
+		m["tenant"] = tenant
+		body, _ := json.Marshal(m)
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		r.Header.Set("Content-Type", "application/json")
 		return http.DefaultTransport.RoundTrip(r)
 	})
 }
