@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,7 +15,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/push"
-	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // NextTurn waits until the record of kind/id holds a request after
@@ -150,32 +148,28 @@ func (r *TaskRecord) later(after string) string {
 // who owns the turns: the stage does, against the request it renders.
 // Safe for concurrent use.
 type TaskTurns struct {
-	nc *nats.Conn
-	mu sync.Mutex
-	d  *streams.DirectGetter // made on first use, again after a failure
+	r laterReader
 }
 
 var _ push.TaskTurns = (*TaskTurns)(nil)
 
-// NewTaskTurns returns the TaskTurns of the records on nc's server.
-func NewTaskTurns(nc *nats.Conn) *TaskTurns { return &TaskTurns{nc: nc} }
+// NewTaskTurns returns the TaskTurns of the records on nc's server. It
+// subscribes the reply inbox of its reads, kept as long as nc (one
+// subscription, made here, not at a first read, as the task store's:
+// NewTaskStore), and fails when nc cannot subscribe (closed, draining).
+func NewTaskTurns(nc *nats.Conn) (*TaskTurns, error) {
+	r, err := newLaterReader(nc)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: task turns: %w", err)
+	}
+	return &TaskTurns{r: r}, nil
+}
 
 // LaterTurn is the request the record of A2A task taskID lists after
 // after: "" when the task has no record, or after is its newest or not in
 // it.
 func (t *TaskTurns) LaterTurn(ctx context.Context, taskID, after string) (string, error) {
-	t.mu.Lock()
-	if t.d == nil {
-		d, err := streams.NewDirectGetter(t.nc)
-		if err != nil {
-			t.mu.Unlock()
-			return "", err
-		}
-		t.d = d
-	}
-	d := t.d
-	t.mu.Unlock()
-	next, _, err := directLater(ctx, d, KindTask, taskID, after)
+	next, _, err := t.r.later(ctx, KindTask, taskID, after)
 	return next, err
 }
 

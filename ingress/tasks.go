@@ -153,9 +153,9 @@ type TaskStore struct {
 	now func() time.Time
 	// turns caches the first-turn records a listing reads (listTasks).
 	turns firstTurns
-	// direct reads a record with one direct get whose subject names it
-	// (latest), on a reply inbox subscribed with the store (NewTaskStore).
-	direct *streams.DirectGetter
+	// direct reads the turn a record lists after another (laterTurn), on
+	// a reply inbox subscribed with the store (NewTaskStore).
+	direct laterReader
 	// appending, set by tests only (SetAppendHook), is called when the
 	// append of a turn starts (appendAfter), before the record is read: a
 	// turn it holds is received and not yet recorded.
@@ -193,7 +193,7 @@ func NewTaskStore(ctx context.Context, js jetstream.JetStream) (*TaskStore, erro
 	if err != nil {
 		return nil, fmt.Errorf("ingress: task store: %w", err)
 	}
-	direct, err := streams.NewDirectGetter(js.Conn())
+	direct, err := newLaterReader(js.Conn())
 	if err != nil {
 		return nil, fmt.Errorf("ingress: task store: %w", err)
 	}
@@ -312,24 +312,40 @@ func (s *TaskStore) recorded(ctx context.Context, kind, id string) (*TaskRecord,
 
 // laterTurn is the request the record kind/id lists after after
 // (TaskRecord.later), read the cheapest way, for the read every streamed
-// turn of a task pays at its end (LaterTurn): one direct get naming the
-// key in its subject on a reply inbox shared by the store's reads
-// (streams.DirectGetter), not the key-value API's request, and the
-// record scanned for its request ids (laterScan) rather than decoded
-// when no turn follows (the common case); rec is the decoded record when
-// one does (nil otherwise). A replica a write behind may answer it, as
+// turn of a task pays at its end (LaterTurn): laterReader.later, on the
+// store's reply inbox. A replica a write behind may answer it, as
 // recorded's.
 func (s *TaskStore) laterTurn(ctx context.Context, kind, id, after string) (next string, rec *TaskRecord, err error) {
-	return directLater(ctx, s.direct, kind, id, after)
+	return s.direct.later(ctx, kind, id, after)
 }
 
-// directLater is TaskStore.laterTurn's read with d.
-func directLater(ctx context.Context, d *streams.DirectGetter, kind, id, after string) (string, *TaskRecord, error) {
+// laterReader reads the turn a task record lists after another with one
+// direct get, on a reply inbox (a streams.DirectGetter) subscribed when it
+// is made (newLaterReader) and kept as long as its connection: the task
+// store's (laterTurn) and TaskTurns' (the push stage's). Made at a first
+// read, the subscription made the connection's subscription count grow at
+// some stream's end. Safe for concurrent use.
+type laterReader struct{ d *streams.DirectGetter }
+
+// newLaterReader subscribes the reply inbox of a laterReader on nc; it
+// fails when nc cannot subscribe (closed, draining).
+func newLaterReader(nc *nats.Conn) (laterReader, error) {
+	d, err := streams.NewDirectGetter(nc)
+	return laterReader{d: d}, err
+}
+
+// later is the request the record kind/id lists after after
+// (TaskRecord.later): one direct get naming the key in its subject, not
+// the key-value API's request, and the record scanned for its request ids
+// (laterScan) rather than decoded when no turn follows (the common case);
+// rec is the decoded record when one does (nil otherwise). A replica a
+// write behind may answer it.
+func (r laterReader) later(ctx context.Context, kind, id, after string) (next string, rec *TaskRecord, err error) {
 	key, err := taskKey(kind, id)
 	if err != nil {
 		return "", nil, nil
 	}
-	msg, err := d.GetLast(ctx, streams.KVStream(streams.TasksBucket), subjects.KV(streams.TasksBucket, key))
+	msg, err := r.d.GetLast(ctx, streams.KVStream(streams.TasksBucket), subjects.KV(streams.TasksBucket, key))
 	if err != nil || msg == nil {
 		return "", nil, err
 	}
@@ -340,7 +356,7 @@ func directLater(ctx context.Context, d *streams.DirectGetter, kind, id, after s
 	if next, ok := laterScan(msg.Data, after); ok && next == "" {
 		return "", nil, nil
 	}
-	rec, err := decodeRecord(key, msg.Data)
+	rec, err = decodeRecord(key, msg.Data)
 	if err != nil {
 		return "", nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -394,18 +395,44 @@ func TestRecordDropsOldestCounted(t *testing.T) {
 // end, which TestClientGoneReleasesEverything's baseline took for a leak
 // whenever its warm-up had not reached one.
 func TestTaskStoreReplyInboxAtStart(t *testing.T) {
-	ctx := context.Background()
 	ts, js := newTaskStore(t)
+	readsKeepSubscriptions(t, ts, js.Conn(), func(ctx context.Context, id string) (string, error) {
+		next, _, err := ts.laterTurn(ctx, KindTask, id, "r-1")
+		return next, err
+	})
+}
+
+// TestTaskTurnsReplyInboxAtStart: TaskTurns (the push stage's read at a
+// turn's end that ends its task) subscribes the reply inbox of its direct
+// gets when it is made (NewTaskTurns), as the task store does, so no read
+// adds a subscription to the connection.
+func TestTaskTurnsReplyInboxAtStart(t *testing.T) {
+	ts, js := newTaskStore(t)
+	tt, err := NewTaskTurns(js.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	readsKeepSubscriptions(t, ts, js.Conn(), func(ctx context.Context, id string) (string, error) {
+		return tt.LaterTurn(ctx, id, "r-1")
+	})
+}
+
+// readsKeepSubscriptions records task t-1 with one turn, r-1, in ts, then
+// reads with read the turn after r-1 of t-1 and of t-none (no record):
+// none for both, and nc's subscription count as it was before the reads.
+func readsKeepSubscriptions(t *testing.T, ts *TaskStore, nc *nats.Conn, read func(ctx context.Context, id string) (string, error)) {
+	t.Helper()
+	ctx := context.Background()
 	if _, err := ts.AppendNew(ctx, KindTask, TaskRecord{ID: "t-1", Protocol: "a2a"}, "r-1", tenant.Principal{}); err != nil {
 		t.Fatal(err)
 	}
-	before := js.Conn().NumSubscriptions()
+	before := nc.NumSubscriptions()
 	for _, id := range []string{"t-1", "t-none"} {
-		if next, _, err := ts.laterTurn(ctx, KindTask, id, "r-1"); next != "" || err != nil {
-			t.Fatalf("laterTurn(%s): %q, %v; want none", id, next, err)
+		if next, err := read(ctx, id); next != "" || err != nil {
+			t.Fatalf("the read of %s: %q, %v; want none", id, next, err)
 		}
 	}
-	if after := js.Conn().NumSubscriptions(); after != before {
-		t.Errorf("the first reads took the connection from %d subscriptions to %d; want the reply inbox made with the store", before, after)
+	if after := nc.NumSubscriptions(); after != before {
+		t.Errorf("the first reads took the connection from %d subscriptions to %d; want the reply inbox made with the reader", before, after)
 	}
 }

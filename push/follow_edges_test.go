@@ -71,6 +71,16 @@ func reviewTurn(t *testing.T, e *env, task, after, label string, chunks int, par
 	return id
 }
 
+// taskTurns is ingress.NewTaskTurns on e's connection.
+func (e *env) taskTurns() *ingress.TaskTurns {
+	e.t.Helper()
+	tt, err := ingress.NewTaskTurns(e.nc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tt
+}
+
 // countingTurns is a push.TaskTurns counting its reads of a record.
 type countingTurns struct {
 	inner push.TaskTurns
@@ -131,7 +141,7 @@ func TestFollowUndecodableRecordPostsEnd(t *testing.T) {
 	if _, err := kv.Put(tctx(t), ingress.KindTask+"."+tok, []byte(`{"id":`)); err != nil {
 		t.Fatal(err)
 	}
-	e.startStage(push.WithTaskTurns(ingress.NewTaskTurns(e.nc)))
+	e.startStage(push.WithTaskTurns(e.taskTurns()))
 	r := newReceiver(t, nil)
 	e.create("alice", push.Config{TaskID: "corrupt", URL: r.srv.URL + "/hook", Version: push.V1})
 	e.turn("alice", "corrupt", "", "a", 2)
@@ -150,7 +160,7 @@ func TestFollowUndecodableRecordPostsEnd(t *testing.T) {
 func TestFollowReadsRecordOnlyAtTerminalEnd(t *testing.T) {
 	e := newEnv(t)
 	reviewAgent(t, e)
-	ct := &countingTurns{inner: ingress.NewTaskTurns(e.nc)}
+	ct := &countingTurns{inner: e.taskTurns()}
 	e.startStage(push.WithTaskTurns(ct))
 
 	e.turn("alice", "no-configs", "", "a", 3)
@@ -193,7 +203,7 @@ func TestFollowInterruptedTurnNotRewritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.startStage(push.WithTaskTurns(ingress.NewTaskTurns(e.nc)))
+	e.startStage(push.WithTaskTurns(e.taskTurns()))
 	hooks := map[string]*receiver{}
 	for _, v := range []string{push.V1, push.V03} {
 		hooks[v] = newReceiver(t, nil)
@@ -228,7 +238,7 @@ func TestFollowParkedDrainAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := []push.Option{push.WithTaskTurns(ingress.NewTaskTurns(e.nc))}
+	opts := []push.Option{push.WithTaskTurns(e.taskTurns())}
 	first := e.startStage(opts...)
 	hooks, heals := map[string]*receiver{}, map[string]*atomic.Bool{}
 	for _, v := range []string{push.V1, push.V03} {

@@ -26,7 +26,7 @@ func TestQueuedTurnsEndPostedSubmitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.startStage(push.WithTaskTurns(ingress.NewTaskTurns(e.nc)))
+	e.startStage(push.WithTaskTurns(e.taskTurns()))
 	hooks := map[string]*receiver{}
 	for _, task := range []string{"own", "foreign"} {
 		for _, v := range []string{push.V1, push.V03} {

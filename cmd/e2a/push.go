@@ -152,7 +152,11 @@ func startPush(ctx context.Context, nc *nats.Conn, cfg Config, dev bool, reg pro
 		log.Info("push notification stage not run here", "E2A_PUSH", m)
 		return false, nil
 	}
-	opts = append(opts, push.WithTaskTurns(ingress.NewTaskTurns(nc)))
+	turns, err := ingress.NewTaskTurns(nc)
+	if err != nil {
+		return false, err
+	}
+	opts = append(opts, push.WithTaskTurns(turns))
 	go func() {
 		if err := push.Run(ctx, nc, opts...); err != nil {
 			done <- fmt.Errorf("push: %w", err)
@@ -280,7 +284,11 @@ func runPushStage(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, push.WithTaskTurns(ingress.NewTaskTurns(nc)))
+	turns, err := ingress.NewTaskTurns(nc)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, push.WithTaskTurns(turns))
 	// /metrics on E2A_METRICS_ADDR alone when it is set, as every stage
 	// (the push stage served it on E2A_HTTP_ADDR too).
 	mux := http.NewServeMux()

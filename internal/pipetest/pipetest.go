@@ -163,10 +163,14 @@ func startPush(t testing.TB, ctx context.Context, nc *nats.Conn, hosts []string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	turns, err := ingress.NewTaskTurns(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- push.Run(ctx, nc, push.WithAllowHosts(hosts...), push.WithTaskTurns(ingress.NewTaskTurns(nc)))
+		done <- push.Run(ctx, nc, push.WithAllowHosts(hosts...), push.WithTaskTurns(turns))
 	}()
 	t.Cleanup(func() {
 		cancel()
