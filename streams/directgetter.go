@@ -59,8 +59,6 @@ func NewDirectGetter(nc *nats.Conn) (*DirectGetter, error) {
 	return m, nil
 }
 
-// Close unsubscribes the reply inbox; calls in flight then time out with
-// their context.
 // Close unsubscribes the reply inbox; calls in flight then end with their
 // context.
 func (m *DirectGetter) Close() {
