@@ -414,57 +414,101 @@ func (c *Conversations) migrateThreads(ctx context.Context, pool string, env *e2
 // there is none, Conversation.Thread(env)) before fn sees it, unless they
 // have it already: a retried upstream call or a worker taking the request
 // over is the same turn, recorded once.
+//
+// A failure of the bucket's cluster (no server answering while the
+// bucket's leader is elected, an attempt unanswered: streams.Retryable) is
+// retried for up to maxUpdateWait (or until ctx ends), each attempt
+// bounded by kvAttemptTimeout: a NATS node's crash leaves E2A_BRIDGE
+// without a leader for seconds, and a turn not recorded then lost its
+// upstream ids (the a2a bridge's next turn of the conversation could not
+// find its upstream task) or its place in the history.
 func (c *Conversations) Update(ctx context.Context, pool string, env *e2a.Envelope, fn func(*Conversation)) error {
 	key := conversationKey(pool, env)
 	if key == "" {
 		return nil
 	}
-	for attempt := range conversationAttempts {
+	ctx, cancel := context.WithTimeout(ctx, maxUpdateWait)
+	defer cancel()
+	failures := 0
+	for attempt := 0; attempt < conversationAttempts; {
 		if err := sleepctx.Backoff(ctx, attempt, time.Millisecond, 32*time.Millisecond); err != nil {
 			return fmt.Errorf("bridge: conversation update: %w", err)
 		}
-		var conv Conversation
-		var rev uint64
-		e, err := c.kv.Get(ctx, key)
+		stored, err := c.updateOnce(ctx, pool, env, key, fn)
 		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("bridge: conversation: %w", err)
-		default:
-			rev = e.Revision()
-			if err := json.Unmarshal(e.Value(), &conv); err != nil {
-				return fmt.Errorf("bridge: conversation record: %w", err)
-			}
-			if err := c.migrate(ctx, pool, env, &conv); err != nil {
-				return err
-			}
-		}
-		// A request already recorded (a retried upstream call, a worker
-		// taking the request over) is the same turn: recorded once.
-		if !slices.Contains(conv.RequestIDs, env.RequestID) {
-			conv.RequestIDs = append(conv.RequestIDs, env.RequestID)
-			if len(conv.RequestIDs) > MaxTurns {
-				conv.RequestIDs = conv.RequestIDs[len(conv.RequestIDs)-MaxTurns:]
-			}
-		}
-		now := time.Now()
-		conv.thread(env, now.UnixNano())
-		fn(&conv)
-		conv.Updated = now.UTC().Format(time.RFC3339Nano)
-		b, _ := json.Marshal(conv)
-		if rev == 0 {
-			_, err = c.kv.Create(ctx, key, b)
-		} else {
-			_, err = c.kv.Update(ctx, key, b, rev)
-		}
-		if err == nil {
+		case err == nil && stored:
 			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSeq(err) {
-			return fmt.Errorf("bridge: conversation update: %w", err)
+		case err == nil: // another update came first
+			attempt++
+		case ctx.Err() == nil && streams.Retryable(err):
+			failures++
+			if werr := sleepctx.Backoff(ctx, failures, 50*time.Millisecond, time.Second); werr != nil {
+				return fmt.Errorf("%w (then %w)", err, werr)
+			}
+		default:
+			return err
 		}
 	}
 	return errors.New("bridge: conversation update: too many concurrent updates")
+}
+
+// maxUpdateWait bounds an Update's retries of transient failures: above
+// a NATS cluster's election after a server's crash or a quorum's return
+// (4-9 s measured: docs/recovery.md, and TestConversationUpdateWaitsForTheBucketsLeader).
+const maxUpdateWait = 20 * time.Second
+
+// kvAttemptTimeout bounds each read and write of an Update's attempt: a
+// write sent to a server that stops under it is never answered, and the
+// next attempt reaches the bucket's new leader.
+const kvAttemptTimeout = 2 * time.Second
+
+// updateOnce is one attempt of Update: stored false (and no error) when
+// another update of key came first.
+func (c *Conversations) updateOnce(ctx context.Context, pool string, env *e2a.Envelope, key string, fn func(*Conversation)) (stored bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, kvAttemptTimeout)
+	defer cancel()
+	var conv Conversation
+	var rev uint64
+	e, err := c.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return false, fmt.Errorf("bridge: conversation: %w", err)
+	default:
+		rev = e.Revision()
+		if err := json.Unmarshal(e.Value(), &conv); err != nil {
+			return false, fmt.Errorf("bridge: conversation record: %w", err)
+		}
+		if err := c.migrate(ctx, pool, env, &conv); err != nil {
+			return false, err
+		}
+	}
+	// A request already recorded (a retried upstream call, a worker
+	// taking the request over, an attempt stored but unanswered) is the
+	// same turn: recorded once.
+	if !slices.Contains(conv.RequestIDs, env.RequestID) {
+		conv.RequestIDs = append(conv.RequestIDs, env.RequestID)
+		if len(conv.RequestIDs) > MaxTurns {
+			conv.RequestIDs = conv.RequestIDs[len(conv.RequestIDs)-MaxTurns:]
+		}
+	}
+	now := time.Now()
+	conv.thread(env, now.UnixNano())
+	fn(&conv)
+	conv.Updated = now.UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(conv)
+	if rev == 0 {
+		_, err = c.kv.Create(ctx, key, b)
+	} else {
+		_, err = c.kv.Update(ctx, key, b, rev)
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrKeyExists), isWrongSeq(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("bridge: conversation update: %w", err)
 }
 
 // conversationAttempts bounds the compare-and-sets of one Update: the

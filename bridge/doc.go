@@ -60,5 +60,10 @@
 // reaches that task's upstream task (an admin's answer or cancel too), a
 // new task of the conversation a new upstream task in its upstream context,
 // a stateless model server gets the earlier turns from the pipeline's
-// durable history, and no principal ever reaches another's.
+// durable history, and no principal ever reaches another's. A write of a
+// conversation ([Conversations.Update]) that meets the bucket without a
+// leader (a NATS server's crash, until the cluster elects another) is
+// retried until it answers, for up to 20 s (or the caller's bound: the
+// a2a bridge's 10 s, the OpenAI bridge's 5 s): the turn's upstream ids
+// and its place in the history are not lost to the election.
 package bridge

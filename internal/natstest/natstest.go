@@ -406,6 +406,36 @@ func (c *Cluster) StreamLeader(stream string) int {
 	return -1
 }
 
+// Leaderless kills every node but keep and returns them (for Restart),
+// leaving stream without a leader: the node kept, which may have taken
+// the leadership over from a node killed (a clean shutdown hands it on)
+// and would keep it without a quorum, is asked to step down, and
+// Leaderless waits until no running node leads stream (20 s at most).
+// Its clients then meet what they meet while a cluster elects a leader
+// after a crash: no responder for the stream's requests.
+func (c *Cluster) Leaderless(stream string, keep int) []int {
+	c.t.Helper()
+	var down []int
+	for i := range c.Size() {
+		if i != keep {
+			c.Kill(i)
+			down = append(down, i)
+		}
+	}
+	nc, err := c.Node(keep).Connect()
+	if err != nil {
+		c.t.Fatalf("natstest: connect to node %d: %v", keep, err)
+	}
+	defer nc.Close()
+	testkit.Eventually(c.t, 20*time.Second, stream+" without a leader", func() bool {
+		if c.StreamLeader(stream) == keep {
+			_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil, time.Second)
+		}
+		return c.StreamLeader(stream) < 0
+	})
+	return down
+}
+
 // globalAccount is the account of clients of servers without accounts.
 const globalAccount = "$G"
 
