@@ -15,8 +15,11 @@
 // A stored message may hold a burst of consecutive frames (E2A-Frames,
 // e2a.SplitBurst): the reader takes it whole and delivers its frames one
 // by one, each [render.Frame.Raw] the frame's own bytes, so renderers never see a
-// burst. Memory per reader is bounded by one direct get batch and the live
-// buffer.
+// burst. Memory per reader is bounded by one direct get batch (1 MiB, or
+// one larger message) and the live buffer: 64 messages, fewer when that
+// many of the largest the server takes (its max_payload) could hold more
+// than 16 MiB, one at least ([WithLiveBuffer], [WithLiveBytes]); a reader
+// whose client stopped reading holds no more.
 // A request with no frame yet is looked up in E2A_REQUESTS: unknown →
 // [ErrNotFound]; accepted but unanswered → the reader waits, calling the
 // heartbeat function, up to the wait limits ([ErrWaitTimeout]). The

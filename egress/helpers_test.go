@@ -34,6 +34,7 @@ type testEnv struct {
 
 type envOpts struct {
 	noRepublish bool
+	maxPayload  int32 // the server's max_payload (0: the default, 1 MiB)
 }
 
 func startEnv(t testing.TB, o ...envOpts) *testEnv {
@@ -42,7 +43,11 @@ func startEnv(t testing.TB, o ...envOpts) *testEnv {
 	if len(o) > 0 {
 		eo = o[0]
 	}
-	srv, nc := natstest.RunServer(t)
+	var so []natstest.Option
+	if eo.maxPayload > 0 {
+		so = append(so, natstest.WithMaxPayload(eo.maxPayload))
+	}
+	srv, nc := natstest.RunServer(t, so...)
 	js := natstest.JetStream(t, nc)
 	if eo.noRepublish {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -288,6 +293,27 @@ func checkSeq(t testing.TB, frames []render.Frame, from int64, wantFinal bool) {
 			t.Fatalf("frame %d is_final=%v", i, f.Response.IsFinal)
 		}
 	}
+}
+
+// readChecked reads r to its final frame, checking that every frame comes
+// once, in order (e2a.SequenceChecker), calls each (when not nil) with
+// each, and returns how many it read.
+func readChecked(t testing.TB, ctx context.Context, r *Reader, each func(f render.Frame)) int64 {
+	t.Helper()
+	var c e2a.SequenceChecker
+	for !c.Done() {
+		f, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d frames: %v", c.Next(), err)
+		}
+		if err := c.Add(f.Response); err != nil {
+			t.Fatal(err)
+		}
+		if each != nil {
+			each(f)
+		}
+	}
+	return c.Next()
 }
 
 func decodeJSON(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }

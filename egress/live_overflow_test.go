@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
@@ -47,18 +46,8 @@ func TestSlowClientLiveOverflowIsNoSlowConsumer(t *testing.T) {
 		return strings.Contains(log.String(), `"subject":"e2a.live.req_overflow"`)
 	})
 
-	var c e2a.SequenceChecker
-	for !c.Done() {
-		f, err := r.Next(ctx)
-		if err != nil {
-			t.Fatalf("after %d frames: %v", c.Next(), err)
-		}
-		if err := c.Add(f.Response); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if c.Next() != 21 {
-		t.Fatalf("read %d frames, want 21", c.Next())
+	if n := readChecked(t, ctx, r, nil); n != 21 {
+		t.Fatalf("read %d frames, want 21", n)
 	}
 	if n := ev.Count(streams.ConnSlowConsumer); n != 0 {
 		t.Errorf("a slow client's live overflow counted as %d slow consumer events", n)

@@ -27,6 +27,7 @@ func TestOptionsRefuseBadValues(t *testing.T) {
 		"negative batch bytes":   WithBatch(0, -1),
 		"zero live buffer":       WithLiveBuffer(0),
 		"negative live buffer":   WithLiveBuffer(-4),
+		"zero live bytes":        WithLiveBytes(0),
 		"zero heartbeat":         WithHeartbeat(0, beat),
 		"negative heartbeat":     WithHeartbeat(-time.Second, beat),
 		"nil heartbeat func":     WithHeartbeat(time.Second, nil),
@@ -90,8 +91,8 @@ func TestOptionsAcceptGoodValues(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	s.Close()
-	if s.liveBuffer != 1 {
-		t.Fatalf("live buffer %d, want 1", s.liveBuffer)
+	if s.live.liveBuffer != 1 {
+		t.Fatalf("live buffer %d, want 1", s.live.liveBuffer)
 	}
 	if s.cfg.maxWait != DefaultMaxWait || s.cfg.idleTimeout != -1 || s.cfg.retry != 0 {
 		t.Fatalf("waits %v %v, retry %v", s.cfg.maxWait, s.cfg.idleTimeout, s.cfg.retry)

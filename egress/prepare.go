@@ -72,7 +72,7 @@ func (s *Service) Prepare(ctx context.Context, requestID string) (*Prepared, err
 	if err != nil {
 		return nil, nil // Open refuses the id
 	}
-	p := &Prepared{slot: slot, requestID: requestID, live: make(chan *nats.Msg, s.liveBuffer)}
+	p := &Prepared{slot: slot, requestID: requestID, live: make(chan *nats.Msg, s.live.liveCapacity(s.nc.MaxPayload()))}
 	if p.sub, err = s.nc.ChanSubscribe(liveSubj, p.live); err != nil {
 		return nil, fmt.Errorf("egress: subscribe %s: %w", liveSubj, err)
 	}

@@ -28,6 +28,7 @@ const (
 	DefaultBatch           = 64
 	DefaultBatchBytes      = 1 << 20
 	DefaultLiveBuffer      = 64
+	DefaultLiveBytes       = 16 << 20
 	DefaultHeartbeat       = 15 * time.Second
 	DefaultPollInterval    = 2 * time.Second
 	DefaultMaxWait         = 5 * time.Minute
@@ -57,6 +58,7 @@ type replayConfig struct {
 	batch        int
 	batchBytes   int
 	liveBuffer   int
+	liveBytes    int64
 	heartbeat    time.Duration
 	onHeartbeat  func() error
 	waits        waitHooks
@@ -99,6 +101,7 @@ func defaultReplayConfig() replayConfig {
 		batch:        DefaultBatch,
 		batchBytes:   DefaultBatchBytes,
 		liveBuffer:   DefaultLiveBuffer,
+		liveBytes:    DefaultLiveBytes,
 		heartbeat:    DefaultHeartbeat,
 		pollInterval: DefaultPollInterval,
 		firstPoll:    firstPoll,
@@ -158,6 +161,28 @@ func WithLiveBuffer(n int) ReplayOption {
 
 // MaxLiveBuffer bounds WithLiveBuffer.
 const MaxLiveBuffer = 1 << 16
+
+// WithLiveBytes bounds the bytes a reader's live buffer may hold (default
+// 16 MiB): it holds fewer messages than WithLiveBuffer's when that many of
+// the largest message the server takes (its max_payload, 8 MB in
+// deploy/nats) could hold more, one at least. A reader whose client stopped
+// reading stops taking live messages, which wait in its buffer meanwhile:
+// bounded in messages alone, 64 of them held up to 512 MiB. n ≤ 0 is
+// refused.
+func WithLiveBytes(n int64) ReplayOption {
+	return option.Check(ErrInvalidOption, n > 0, func(c *replayConfig) { c.liveBytes = n }, "live buffer of %d bytes ≤ 0", n)
+}
+
+// liveCapacity is the size of a live channel on a connection to a server
+// whose max_payload is maxPayload (≤ 0: unknown): the live buffer, fewer
+// messages when that many could hold more than the live bytes, one at
+// least.
+func (c *replayConfig) liveCapacity(maxPayload int64) int {
+	if maxPayload <= 0 {
+		return c.liveBuffer
+	}
+	return int(min(int64(c.liveBuffer), max(1, c.liveBytes/maxPayload)))
+}
 
 // WithHeartbeat calls fn after every interval spent waiting for a frame,
 // including before the first one: the interval starts again when a frame
@@ -409,7 +434,7 @@ func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts
 		r.sub, r.live, fresh = p.sub, p.live, p.fresh
 		p.sub = nil
 	} else {
-		r.live = make(chan *nats.Msg, cfg.liveBuffer)
+		r.live = make(chan *nats.Msg, cfg.liveCapacity(nc.MaxPayload()))
 		// Subscribe before the first read: the server handles a
 		// connection's protocol in order, so every frame stored after the
 		// read below is republished to this subscription, and one stored in

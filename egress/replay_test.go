@@ -391,16 +391,7 @@ func TestReaderRecoversDroppedFinal(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var c e2a.SequenceChecker
-	for !c.Done() {
-		f, err := r.Next(ctx)
-		if err != nil {
-			t.Fatalf("after %d frames: %v", c.Next(), err)
-		}
-		if err := c.Add(f.Response); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readChecked(t, ctx, r, nil)
 }
 
 // An open reader costs no goroutine: the live subscription delivers into

@@ -64,9 +64,10 @@ type Service struct {
 	cfg config
 	m   *metrics
 	log *slog.Logger
-	// liveBuffer is the live channel's size of the readers (WithReplayOptions'
-	// WithLiveBuffer), for subscriptions made by Prepare.
-	liveBuffer int
+	// live sizes the live channel of the readers (WithReplayOptions'
+	// WithLiveBuffer and WithLiveBytes) for subscriptions made by Prepare:
+	// its liveCapacity.
+	live replayConfig
 	// timers are the wait timers its closed readers left for the next
 	// ones (replayConfig.timers).
 	timers sync.Pool
@@ -258,7 +259,7 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 		mux.Close()
 		return nil, fmt.Errorf("egress: JetStream context: %w", err)
 	}
-	s := &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log, liveBuffer: rc.liveBuffer,
+	s := &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log, live: rc,
 		floors: ackFloors{js: js, m: map[string]ackFloor{}}}
 	s.readsWith = func(c *replayConfig) error {
 		c.mux = mux
