@@ -66,7 +66,8 @@
 // prefixes of the Go error the logs keep ("egress: bad request: …"). Every stream sets X-Accel-Buffering: no and Cache-Control:
 // no-cache, flushes when no frame is waiting, ends after the final frame,
 // stops its reader when the client goes away, and cuts off a client that
-// does not read within the write timeout (metric
+// does not read within the write timeout ([CutSlow] does it for a handler
+// that writes its answer itself, an SDK's; metric
 // e2a_egress_slow_client_disconnects_total). Metrics (on
 // [WithRegisterer]): e2a_egress_streams_open{format},
 // e2a_egress_time_to_first_frame_seconds{format},

@@ -32,10 +32,12 @@ import (
 )
 
 // goneAgent answers a text starting "hold" once released (taken is told
-// the request reached it), anything else at once with many frames.
+// the request reached it), one starting heldText once given a token of
+// its own (taken told too), anything else at once with many frames.
 type goneAgent struct {
 	taken   chan string
 	release chan struct{}
+	tokens  chan struct{} // one per request of heldText to answer
 	once    sync.Once
 	frames  int
 	size    int
@@ -43,14 +45,21 @@ type goneAgent struct {
 }
 
 func newGoneAgent(frames, size int) *goneAgent {
-	return &goneAgent{taken: make(chan string, 64), release: make(chan struct{}), frames: frames, size: size}
+	return &goneAgent{taken: make(chan string, 64), release: make(chan struct{}), tokens: make(chan struct{}, 64), frames: frames, size: size}
 }
 
 func (g *goneAgent) let() { g.once.Do(func() { close(g.release) }) }
 
 func (g *goneAgent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 	text := demo.Text(env)
-	if strings.HasPrefix(text, "hold") {
+	if strings.HasPrefix(text, heldText) {
+		g.taken <- env.RequestID
+		select {
+		case <-g.tokens:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	} else if strings.HasPrefix(text, "hold") {
 		g.taken <- env.RequestID
 		select {
 		case <-g.release:
@@ -81,6 +90,10 @@ type goneDoor struct {
 // slowText marks a call whose client reads through a small window
 // (smallWindowDialer; gRPC: no window growth).
 const slowText = "slow"
+
+// heldText marks a request the agent answers (as any other) once given a
+// token of its own (goneAgent.tokens).
+const heldText = "held"
 
 func goneHTTP(name, path, accept string, body func(text string) string, hdr ...string) goneDoor {
 	return goneDoor{name: name, open: func(ctx context.Context, t *testing.T, p *pipetest.Pipeline, text string) (func() error, func()) {

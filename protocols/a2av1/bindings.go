@@ -18,6 +18,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/errordetails"
 	"google.golang.org/grpc"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
@@ -153,16 +154,31 @@ func (b *bindings) serve(w http.ResponseWriter, r *http.Request, head rpcHead, c
 	case !checkRPC && r.Method == http.MethodHead && strings.HasSuffix(r.URL.Path, ":subscribe"):
 		restStreamHead(w)
 	case head.Method == methodSubscribeToTask || !checkRPC && strings.HasSuffix(r.URL.Path, ":subscribe"):
-		b.holdSlot(w, r, head.ID, refuse, next)
+		b.holdSlot(w, r, head.ID, refuse, b.cutSlow(next))
 	case checkRPC && head.nativeStream():
 		b.streamRPC(w, r, head, next)
 	case !checkRPC && r.Method == http.MethodPost && r.URL.Path == restStreamPath:
 		b.streamREST(w, r, next)
 	case checkRPC && head.Method == methodSendMessage, !checkRPC && r.Method == http.MethodPost && r.URL.Path == restSendPath:
-		b.send(w, r, head.ID, !checkRPC, next)
+		b.send(w, r, head.ID, !checkRPC, b.cutSlow(next))
 	default:
-		next.ServeHTTP(w, r)
+		b.cutSlow(next).ServeHTTP(w, r)
 	}
+}
+
+// cutSlow is next, a2a-go's handler, which writes its answers itself
+// (SubscribeToTask's stream, a blocking SendMessage's answer, any other
+// call's), with a client that stops reading cut off after the host's
+// write timeout (egress.CutSlow), as egress's streams are: the SDK's
+// writes have no deadline, and a SubscribeToTask held its stream, its
+// read and its live subscription, a blocking send its answer, for as long
+// as such a client kept its connection.
+func (b *bindings) cutSlow(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w, r, done := egress.CutSlow(w, r, b.h.WriteTimeout())
+		defer done()
+		next.ServeHTTP(w, r)
+	})
 }
 
 // send serves a SendMessage with next. A blocking one takes a stream slot

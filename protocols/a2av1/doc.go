@@ -57,7 +57,10 @@
 // sending no request message or several (their stream counts them); a
 // stream whose client stops reading is cut off after the host's write
 // timeout, UNAVAILABLE (cutSlow: grpc-go's SendMsg waits for the client's
-// window with no deadline). The handler reads a transport-free call from the context (its
+// window with no deadline). So is a client of the HTTP bindings that stops
+// reading what the SDK's handler writes itself (SubscribeToTask's stream,
+// a blocking SendMessage's answer, any other call's: bindings.cutSlow,
+// egress.CutSlow), as egress's own streams are. The handler reads a transport-free call from the context (its
 // headers, agent pool, A2A-Version and the admitted [host.BindingCaller]), and
 // reaches the pipeline only through [Host] and [host.BindingCaller]:
 // the task store under the ownership rule ([host.TaskStore]: every read
