@@ -1,12 +1,11 @@
 package obs
 
 import (
-	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
-	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 func TestStatusWriter(t *testing.T) {
@@ -56,26 +55,5 @@ func TestStatusWriter(t *testing.T) {
 // and a slow client cut off during a flush was counted a client gone, its
 // e2a_egress_slow_client_disconnects_total and warning missing.
 func TestStatusWriterFlushError(t *testing.T) {
-	got := make(chan error, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &StatusWriter{ResponseWriter: w}
-		rc := http.NewResponseController(sw)
-		if _, err := sw.Write([]byte("data: x\n\n")); err != nil { // buffered
-			got <- err
-			return
-		}
-		if err := rc.SetWriteDeadline(time.Now().Add(-time.Second)); err != nil {
-			got <- err
-			return
-		}
-		got <- rc.Flush()
-	}))
-	defer srv.Close()
-	res, err := http.Get(srv.URL)
-	if err == nil {
-		res.Body.Close()
-	}
-	if err := <-got; !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("flush past the write deadline returned %v, want an error wrapping os.ErrDeadlineExceeded", err)
-	}
+	testkit.FlushFails(t, func(w http.ResponseWriter) http.ResponseWriter { return &StatusWriter{ResponseWriter: w} })
 }

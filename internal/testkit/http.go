@@ -1,13 +1,16 @@
 package testkit
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Open sends a request with http.DefaultClient: body as given (none when
@@ -179,3 +182,36 @@ func NewHeld(t testing.TB) *Held {
 
 // Release lets every held request, and every later one, answer.
 func (h *Held) Release() { h.once.Do(func() { close(h.release) }) }
+
+// FlushFails checks that a flush of wrap's writer, through
+// http.ResponseController, returns the error of the writer under it: a
+// write deadline that passed (a client that stopped reading), which egress
+// counts and cuts off as a slow client (render.Output.SlowClient). A
+// writer with Flush alone, which ResponseController prefers to Unwrap,
+// lost it: its stream saw only its request's context canceled, a client
+// gone.
+func FlushFails(t testing.TB, wrap func(http.ResponseWriter) http.ResponseWriter) {
+	t.Helper()
+	got := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w = wrap(w)
+		rc := http.NewResponseController(w)
+		if _, err := w.Write([]byte("data: x\n\n")); err != nil { // buffered
+			got <- err
+			return
+		}
+		if err := rc.SetWriteDeadline(time.Now().Add(-time.Second)); err != nil {
+			got <- err
+			return
+		}
+		got <- rc.Flush()
+	}))
+	defer srv.Close()
+	res, err := http.Get(srv.URL)
+	if err == nil {
+		res.Body.Close()
+	}
+	if err := <-got; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("flush past the write deadline returned %v, want an error wrapping os.ErrDeadlineExceeded", err)
+	}
+}

@@ -71,7 +71,10 @@ func (w *paramsErrorWriter) Write(b []byte) (int, error) {
 
 // passThrough is what a writer wrapping the SDK's answers passes on
 // untouched: Flush and Unwrap keep what it wraps reachable (the SDK's
-// streams, http.ResponseController's deadlines).
+// streams, http.ResponseController's deadlines), FlushError a flush's
+// error (ResponseController takes Flush alone for one that cannot fail:
+// a stream cut off as a slow client during a flush was counted a client
+// gone).
 type passThrough struct{ http.ResponseWriter }
 
 func (w passThrough) Flush() {
@@ -79,5 +82,7 @@ func (w passThrough) Flush() {
 		f.Flush()
 	}
 }
+
+func (w passThrough) FlushError() error { return http.NewResponseController(w.ResponseWriter).Flush() }
 
 func (w passThrough) Unwrap() http.ResponseWriter { return w.ResponseWriter }

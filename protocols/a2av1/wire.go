@@ -166,6 +166,15 @@ func (s *specStatusWriter) Flush() {
 	}
 }
 
+// FlushError is Flush with the flush's error (http.ResponseController
+// takes Flush alone for one that cannot fail).
+func (s *specStatusWriter) FlushError() error {
+	if s.held != 0 {
+		return nil
+	}
+	return http.NewResponseController(s.ResponseWriter).Flush()
+}
+
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *specStatusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 

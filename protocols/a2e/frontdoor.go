@@ -99,6 +99,11 @@ func (w *lineWriter) Flush() {
 	}
 }
 
+// FlushError is Flush with the flush's error (http.ResponseController
+// takes Flush alone for one that cannot fail: a stream cut off as a slow
+// client during a flush was counted a client gone).
+func (w *lineWriter) FlushError() error { return http.NewResponseController(w.ResponseWriter).Flush() }
+
 // Unwrap lets http.ResponseController reach the connection.
 func (w *lineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
