@@ -42,6 +42,9 @@ type Server struct {
 	// look of the keeper that finds a kept turn running, before the
 	// turn's key of the keeper list is written (lookAt).
 	keptLook atomic.Pointer[func(requestID string)]
+	// unpublished are the turns whose removal from their record (their
+	// publish failed) is retried in the background (takeOutLater).
+	unpublished unpublishedTurns
 	// endedTurns remembers a turn found ended per record, for the bound on
 	// waiting turns (waitBound).
 	endedTurns endedTurns

@@ -2,6 +2,8 @@ package ingress_test
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -247,4 +250,60 @@ func TestTurnAfterUnpublishedTurnNamesTheTurnsBefore(t *testing.T) {
 		t.Fatalf("turn C published with %s %q and %s %q; want %q and %s", subjects.HeaderAfterRequest, after,
 			subjects.HeaderEarlierRequests, earlier, g.gap, want)
 	}
+}
+
+// TestTurnAfterFailedTurnRunsPromptly: the answer B to an input-required
+// task is recorded, then the cluster loses its quorum (two of three nodes
+// down, every stream without a leader): B's publish fails, and so does
+// its removal from the record, B is answered an error. The nodes come
+// back and the next answer C is sent at once: it must start promptly.
+// Before, B stayed listed: C's check awaited it (host.AwaitPublish, 6 s)
+// and the agent runtime, C naming B, awaited it again (turnGrace, 15 s).
+func TestTurnAfterFailedTurnRunsPromptly(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	const up = 0 // the pipeline's connection is to the node kept up
+	nc, err := c.Node(up).Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	pp, g, cl, ctx, task := gatedInputTask(t, pipetest.WithConn(nc))
+	appended, proceed := make(chan string, 1), make(chan struct{})
+	var once sync.Once
+	ingress.SetAppendedHook(pp.Ingress, func(_, _, requestID string) {
+		once.Do(func() { appended <- requestID; <-proceed })
+	})
+	b := sendAnswer(ctx, cl, task, "B", false)
+	bID := testkit.Receive(t, appended, 30*time.Second, "answer B not recorded")
+	tasksKV := streams.KVStream(streams.TasksBucket)
+	down := c.Leaderless(streams.RequestsStream, up)
+	c.Leaderless(tasksKV, up)
+	close(proceed)
+	if r := testkit.Receive(t, b, 30*time.Second, "answer B not answered"); r.err == nil {
+		t.Fatalf("answer B accepted while no stream had a leader: %+v", r.res)
+	}
+	c.Restart(down...)
+	testkit.Eventually(t, 30*time.Second, "the streams' leaders", func() bool {
+		return c.StreamLeader(streams.RequestsStream) >= 0 && c.StreamLeader(streams.ResponsesStream) >= 0 && c.StreamLeader(tasksKV) >= 0
+	})
+	from := time.Now()
+	answer := sendAnswer(ctx, cl, task, "C", false)
+	started := testkit.Receive(t, g.started, 30*time.Second, "answer C did not start")
+	took := time.Since(from).Round(time.Millisecond)
+	if started.text != "C" || took > 5*time.Second {
+		t.Fatalf("turn %q started %v after answer C was sent (B, never stored, left in the task's record?)", started.text, took)
+	}
+	t.Logf("answer C started %v after it was sent", took)
+	g.done("C")
+	if r := testkit.Receive(t, answer, 30*time.Second, "answer C not answered"); r.err != nil {
+		t.Fatalf("answer C: %v", r.err)
+	}
+	store, err := ingress.NewTaskStore(ctx, pp.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "B taken out of the task's record", func() bool {
+		rec, err := store.Get(ctx, ingress.KindTask, string(task.ID))
+		return err == nil && !slices.Contains(rec.RequestIDs, bID)
+	})
 }

@@ -28,7 +28,8 @@ import (
 // turns form a chain, each naming the one before, never both the same
 // one. The agent runtime starts a turn once the turn it names has its
 // final frame (agent/turns.go). A publish that fails takes the request out
-// of the record again.
+// of the record again, in the background when that fails at first
+// (unpublished.go).
 
 // removeTimeout bounds the removal of a turn whose publish failed (the
 // call's context may be the reason it failed).
@@ -131,6 +132,9 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 			return Accepted{}, err
 		}
 	}
+	// A retry of a turn whose publish failed here: its removal, retried,
+	// must not take it out once it is published (unpublished.go).
+	s.keepUnpublished(keptTurn{kind, of.Task.ID, env.RequestID})
 	rec, added, err := s.recordTurn(ctx, p, kind, env, of, contextOwner, chosenTask, cond)
 	if err != nil {
 		return Accepted{}, err
@@ -150,7 +154,7 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		// turn reaches it and ends the turn without running it.
 		s.cancelReceivedBefore(ctx, of.Task.ID, env.RequestID)
 	}
-	acc, err := s.publishTimed(ctx, p, pool, env, turnsBefore(rec, env.RequestID), origin, owner)
+	acc, err := s.publishTimed(ctx, p, pool, env, turnsBefore(rec, env.RequestID, s.unpublishedIn(kind, of.Task.ID)), origin, owner)
 	if err == nil {
 		st := keptState{by: p.Tenant()}
 		if kind == KindTask {
@@ -165,13 +169,7 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		s.cancelReceivedBefore(ctx, of.Task.ID, env.RequestID)
 	}
 	if err != nil && added {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-		defer cancel()
-		if rerr := s.opts.tasks.Remove(rctx, kind, of.Task.ID, env.RequestID); rerr != nil {
-			// The next turn names this one, never stored: the agent runtime
-			// runs it after a grace period (agent/turns.go).
-			s.opts.log.Warn("unpublished turn left in the task index", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", rerr)
-		}
+		_ = s.takeOut(ctx, kind, of.Task.ID, env.RequestID, "unpublished turn")
 	}
 	return acc, err
 }
@@ -387,11 +385,7 @@ func (s *Server) stillOpen(ctx context.Context, kind string, rec *TaskRecord, ta
 	if err == nil {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-	defer cancel()
-	if rerr := s.opts.tasks.Remove(rctx, kind, taskID, requestID); rerr != nil {
-		s.opts.log.Warn("refused turn left in the task index", "kind", kind, "task_id", taskID, "request_id", requestID, "err", rerr)
-	}
+	_ = s.takeOut(ctx, kind, taskID, requestID, "refused turn")
 	return err
 }
 
@@ -401,7 +395,7 @@ func (s *Server) stillOpen(ctx context.Context, kind string, rec *TaskRecord, ta
 // turn before it listed and not stored is awaited (stored, or taken out
 // of the record: egress.Service.AwaitListed).
 func (s *Server) endedBefore(ctx context.Context, kind string, rec *TaskRecord, taskID, requestID string) error {
-	for _, prev := range turnsBefore(rec, requestID) {
+	for _, prev := range turnsBefore(rec, requestID, s.unpublishedIn(kind, taskID)) {
 		_, _, found, err := s.egress.Stored(ctx, prev)
 		if err != nil {
 			return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
@@ -446,15 +440,18 @@ func (s *Server) endedBefore(ctx context.Context, kind string, rec *TaskRecord, 
 // (subjects.HeaderEarlierRequests). The agent runtime waits for the
 // nearest that is stored: a turn left in the record but never published
 // (its publish failed, and so did its removal) does not let this one run
-// while the turn before it still runs.
-func turnsBefore(rec *TaskRecord, requestID string) []string {
+// while the turn before it still runs. The turns of skip, whose removal
+// this replica retries (unpublished.go), are left out.
+func turnsBefore(rec *TaskRecord, requestID string, skip map[string]bool) []string {
 	i := slices.Index(rec.RequestIDs, requestID)
 	if i < 1 {
 		return nil
 	}
 	var out []string
 	for j := i - 1; j >= 0 && len(out) <= subjects.MaxEarlierRequests; j-- {
-		out = append(out, rec.RequestIDs[j])
+		if !skip[rec.RequestIDs[j]] {
+			out = append(out, rec.RequestIDs[j])
+		}
 	}
 	return out
 }

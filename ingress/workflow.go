@@ -231,14 +231,9 @@ func (s *Server) indexExecution(ctx context.Context, pool string, env *e2a.Envel
 
 // unindexExecution takes requestID out of the executionId id's record
 // again (an execution not accepted: refused, a duplicate); its failure is
-// logged.
+// logged, and the removal retried in the background (takeOut).
 func (s *Server) unindexExecution(ctx context.Context, id, requestID string) error {
-	err := s.opts.tasks.Remove(ctx, KindTask, id, requestID)
-	if err != nil {
-		s.opts.log.Warn("a workflow execution not accepted (refused, or a duplicate) stays listed under its executionId",
-			"request_id", requestID, "err", err)
-	}
-	return err
+	return s.takeOut(ctx, KindTask, id, requestID, "a workflow execution not accepted (refused, or a duplicate)")
 }
 
 // IndexExecution indexes the executionId of a workflow execution POST /a2e
