@@ -219,9 +219,9 @@ func unparkedAndSettled(t *testing.T, e *env, r *receiver, want string) {
 }
 
 // TestTurnAfterAnUnpublishedTurn: a task's turn whose publish failed and
-// whose removal from the task record failed too (ingress/turns.go:
-// "unpublished turn left in the task index"; the agent runtime runs the
-// next turn after a grace period) leaves the next turn C naming a turn B
+// whose removal from the task record failed too (ingress/unpublished.go
+// retries it in the background; until it lands, the agent runtime runs
+// the next turn after a grace period) leaves the next turn C naming a turn B
 // that was never stored. Not parked, the stage delivers A then C
 // (turnOver: nothing of B is stored). Parked (its webhook down on A), the
 // config gets the same once its webhook is back: C, handed to it after a
