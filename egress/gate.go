@@ -15,8 +15,8 @@ import (
 // streamed answer, and a credential is refused as on the POST.
 type ReadGate interface {
 	// Admit charges the call to p's rate limit and checks what every
-	// door checks of a request (a query parameter given twice with
-	// different values). On refusal it answers w itself (429, or 503 when
+	// door checks of a request (a query that is no URL-encoded form, a
+	// query parameter given twice with different values). On refusal it answers w itself (429, or 503 when
 	// the limiter is unavailable, 400) and returns false.
 	Admit(w http.ResponseWriter, r *http.Request, p tenant.Principal) bool
 	// StreamSlot takes one of p's concurrent stream slots for a streamed

@@ -1,13 +1,19 @@
 package ingress_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // frontAnswerPaths are the paths of the front door's mux (every pattern
@@ -123,6 +129,98 @@ func TestFrontDoorQueryTwice(t *testing.T) {
 	}
 	if resp, b := do(t, "POST", url+"/v1/requests?agent=a&agent=a", e2aBody, "Content-Type", "application/json"); resp.StatusCode != http.StatusAccepted {
 		t.Errorf("?agent= naming one pool twice: %d %s, want 202", resp.StatusCode, b)
+	}
+}
+
+// TestFrontDoorQueryMalformed: a query that is no URL-encoded form (an
+// escape that is none, a semicolon between parameters) hid the pipeline's
+// own ?agent= from every door (URL.Query() drops what it cannot read), so
+// the request went to the default pool, another agent than the one named.
+// Every door refuses such a query whole, 400 in its shape (JSON-RPC
+// -32602 with the call's id, HTTP+JSON INVALID_ARGUMENT / INVALID_PARAMS),
+// naming what is wrong, nothing published; under a pool's path too, and
+// at the read API, whose ?from= it hid the same way.
+func TestFrontDoorQueryMalformed(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	url := frontDoor(t, nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpc := func(id, method, params string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + `}`
+	}
+	e2aBody := `{"params":{"text":"hi"}}`
+	v03 := rpc(`"q-1"`, "message/send", `{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"hi"}]}}`)
+	av := rpc(`"av-1"`, "tasks/send", `{"message":{"role":"user","parts":[{"type":"text","content":"hi"}]}}`)
+	acp := rpc(`3`, "session/new", `{"cwd":"/tmp","mcpServers":[]}`)
+	v1 := `{"message":{"messageId":"m2","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
+	v1rpc := rpc(`"v1-1"`, "SendMessage", v1)
+	a2eLine := `{"a2e":"1.0","id":"c","type":"tool/call/req","req_id":"r","params":{"text":"hi"}}` + "\n"
+	doors := []struct{ name, method, path, body, code, id string }{
+		{"e2a", "POST", "/v1/requests", e2aBody, `"invalid_request"`, ""},
+		{"e2a pool path", "POST", "/pools/echo/v1/requests", e2aBody, `"invalid_request"`, ""},
+		{"a2a v0.3", "POST", "/a2a", v03, `-32602`, `"id":"q-1"`},
+		{"agentvault", "POST", "/a2a", av, `-32602`, `"id":"av-1"`},
+		{"a2a v0.3 pool path", "POST", "/pools/echo/a2a", v03, `-32602`, `"id":"q-1"`},
+		{"acp", "POST", "/acp", acp, `-32602`, `"id":3`},
+		{"a2a v1.0 jsonrpc", "POST", "/a2a/v1", v1rpc, `-32602`, `"id":"v1-1"`},
+		{"a2a v1.0 rest", "POST", "/a2a/v1/message:send", v1, `"INVALID_PARAMS"`, ""},
+		{"a2a v1.0 rest pool path", "POST", "/pools/echo/a2a/v1/message:send", v1, `"INVALID_PARAMS"`, ""},
+		{"a2e", "POST", "/a2e", a2eLine, `"invalid_request"`, ""},
+		{"read api", "GET", "/v1/requests/some-id", "", `"invalid_request"`, ""},
+	}
+	// answer is the status and body of a request, or 0 and the error of
+	// one not answered within 10 s (a request taken, with no agent to
+	// answer it, waits for one).
+	answer := func(method, url, body string) (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return resp.StatusCode, string(b) + " (" + err.Error() + ")"
+		}
+		return resp.StatusCode, string(b)
+	}
+	for _, q := range []struct{ query, says string }{
+		{"agent=echo;x", "semicolon"},
+		{"agent=ec%zzho", `invalid URL escape "%zz"`},
+		{"x=%zz&agent=echo", `invalid URL escape "%zz"`},
+		{"agent=echo&%G1", `invalid URL escape "%G1"`},
+	} {
+		for _, d := range doors {
+			before := streamMsgs(t, js, streams.RequestsStream)
+			status, b := answer(d.method, url+d.path+"?"+q.query, d.body)
+			if status != http.StatusBadRequest || !strings.Contains(b, d.code) ||
+				!strings.Contains(b, "query") || !strings.Contains(b, strings.ReplaceAll(q.says, `"`, `\"`)) ||
+				!strings.Contains(b, d.id) {
+				t.Errorf("%s %s?%s: %d %.400s; want 400 %s %s saying the query has %s", d.method, d.path, q.query,
+					status, b, d.code, d.id, q.says)
+			}
+			if after := streamMsgs(t, js, streams.RequestsStream); after != before {
+				t.Errorf("%s %s?%s: E2A_REQUESTS went from %d to %d messages; want nothing published", d.method, d.path, q.query, before, after)
+			}
+		}
+	}
+	// The read API's resume point, hidden the same way (read as none).
+	if status, b := answer("GET", url+"/v1/requests/some-id/stream?from=%zz", ""); status != http.StatusBadRequest ||
+		!strings.Contains(b, `"invalid_request"`) || !strings.Contains(b, `invalid URL escape \"%zz\"`) {
+		t.Errorf("GET /v1/requests/some-id/stream?from=%%zz: %d %s, want 400 invalid_request", status, b)
+	}
+	// A query read whole is read as before.
+	if resp, b := do(t, "POST", url+"/v1/requests?agent=echo&wait=false", e2aBody, "Content-Type", "application/json"); resp.StatusCode != http.StatusAccepted ||
+		!strings.Contains(string(b), `"pool":"echo"`) {
+		t.Errorf("?agent=echo&wait=false: %d %s, want 202 to pool echo", resp.StatusCode, b)
 	}
 }
 

@@ -21,8 +21,9 @@ type errorShape = host.Refuse
 
 // gate authenticates the request, strips its credential headers and
 // applies the principal's rate limit, then refuses a request no door
-// reads as sent (requestRefusal: a query parameter given twice, a body
-// that is not the door's media type or has a content coding). On refusal it writes the answer in the
+// reads as sent (requestRefusal: a query that is no URL-encoded form, a
+// query parameter given twice, a body that is not the door's media type
+// or has a content coding). On refusal it writes the answer in the
 // endpoint's shape and returns ok=false; nothing has been published.
 //
 // A call its door marked as a cancel (host.WithCancel) is admitted on the

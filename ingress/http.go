@@ -17,6 +17,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // writeJSON writes v with status code.
@@ -84,9 +85,14 @@ func unrouted(mux *http.ServeMux) http.HandlerFunc {
 }
 
 // requestRefusal is the gate's refusal of a request every door reads the
-// same way (nil: none): a query parameter given twice with different
-// values (?agent=a&agent=b: the doors read the first, so the pool chosen
-// was not the client's whole say), and a body whose Content-Type is not
+// same way (nil: none): a query that is no URL-encoded form
+// (host.ReadQuery: ?agent=ec%zzho, ?agent=echo;x), refused whole, 400
+// invalid_request, JSON-RPC -32602 (the doors' code for a bad ?agent=),
+// its message naming what is wrong: URL.Query() dropped such a pair and,
+// with it, the pool the client named, so another pool's agent answered;
+// a query parameter given twice with different values (?agent=a&agent=b:
+// the doors read the first, so the pool chosen was not the client's
+// whole say), 400 invalid_request, -32600; and a body whose Content-Type is not
 // one the door of protocol p reads (bodyTypeOK), refused 415 with p's
 // JSON-RPC code for it (protocols.Protocol.MediaTypeCode).
 // checked: the door refuses a non-JSON Content-Type itself (A2A v1.0's
@@ -97,7 +103,12 @@ func unrouted(mux *http.ServeMux) http.HandlerFunc {
 // was read as it came, a gzip body answered with a parse error ("not
 // valid UTF-8"), and a body labelled br but sent plain accepted.
 func requestRefusal(r *http.Request, h http.Header, p protocols.Protocol, checked bool) *failure {
-	for name, vs := range r.URL.Query() {
+	q, err := host.ReadQuery(r.URL.RawQuery)
+	if err != nil {
+		return &failure{Status: http.StatusBadRequest, Code: "invalid_request", RPCCode: jsonrpc.CodeInvalidParams,
+			Message: err.Error()}
+	}
+	for name, vs := range q {
 		for _, v := range vs[1:] {
 			if v != vs[0] {
 				return &failure{Status: http.StatusBadRequest, Code: "invalid_request", RPCCode: jsonrpc.CodeInvalidRequest,

@@ -45,9 +45,13 @@ func (s *Server) mountPools(mux *http.ServeMux) {
 		}
 		r2 := r.Clone(context.WithValue(r.Context(), poolCtxKey{}, pool))
 		r2.URL.Path, r2.URL.RawPath = rest, ""
-		q := r2.URL.Query()
-		q.Set("agent", pool)
-		r2.URL.RawQuery = q.Encode()
+		// A query that is no URL-encoded form is left as sent, for the
+		// door's gate to refuse whole (requestRefusal): its pairs read
+		// and encoded again, the rest would have been dropped silently.
+		if q, err := host.ReadQuery(r2.URL.RawQuery); err == nil {
+			q.Set("agent", pool)
+			r2.URL.RawQuery = q.Encode()
+		}
 		r2.RequestURI = r2.URL.RequestURI()
 		mux.ServeHTTP(w, r2)
 	})

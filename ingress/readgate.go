@@ -23,9 +23,10 @@ var _ egress.ReadGate = readGate{}
 
 // Admit charges one request to p's rate limit, then refuses a query
 // parameter given twice with different values (?from=1&from=5: the read
-// API read the first, an ambiguous resume point) as the front doors do
-// (requestRefusal, 400 invalid_request); a refusal is answered in the E2A
-// error shape.
+// API read the first, an ambiguous resume point) and a query that is no
+// URL-encoded form (?from=%zz: read as no resume point) as the front
+// doors do (requestRefusal, 400 invalid_request); a refusal is answered
+// in the E2A error shape.
 func (g readGate) Admit(w http.ResponseWriter, r *http.Request, p tenant.Principal) bool {
 	f, canceled := g.s.rateLimit(r.Context(), principalOf(p), e2aproto.Name, 1, w.Header(), false, nil)
 	if f == nil && !canceled {

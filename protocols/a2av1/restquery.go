@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // An HTTP+JSON GET (a2a.proto's HTTP annotations: GetTask, ListTasks,
@@ -108,7 +109,7 @@ const lastUpdatedAfter = "lastUpdatedAfter"
 // its parts wins is that map's order too); a TaskState number beyond 32
 // bits (wrapped into one by the gateway) is refused too.
 func restQuery(method, route, raw string, pathTenant bool) (q url.Values, taskID, tenant string, changed bool, err error) {
-	q, parseErr := url.ParseQuery(raw)
+	q, parseErr := host.ReadQuery(raw)
 	fields, taskID := queryFields(method, route)
 	if pathTenant && len(fields) > 0 {
 		fields = fields[:len(fields)-1] // the tenant, last
@@ -117,7 +118,7 @@ func restQuery(method, route, raw string, pathTenant bool) (q url.Values, taskID
 	case len(fields) == 0:
 		return q, taskID, "", false, nil // the gateway reads no query here
 	case parseErr != nil:
-		return q, taskID, "", false, fmt.Errorf("%w: the query cannot be read: %v", a2a.ErrInvalidParams, parseErr)
+		return q, taskID, "", false, fmt.Errorf("%w: %w", a2a.ErrInvalidParams, parseErr)
 	case len(q) == 0:
 		return q, taskID, "", false, nil
 	}

@@ -24,7 +24,9 @@
 // handler, refusals echo the call's id). A door says which of its calls
 // cancel a request of the caller ([RPCEndpoint.Cancels], [WithCancel]
 // for an SDK binding's call): the gate admits such a call on the
-// principal's budget of cancels when its rate limit is spent.
+// principal's budget of cancels when its rate limit is spent. A request's
+// query is read with [ReadQuery]: the gate refuses one that is no
+// URL-encoded form ([ErrQuery]) at every door, whose ?agent= it would hide.
 //
 // A2A v0.3 and AgentVault (protocols/a2a) keep tasks and contexts under
 // the ownership rule: their caller is a [TaskCaller] ([Tasks]: the
