@@ -110,8 +110,8 @@ func TestFrontDoorQueryTwice(t *testing.T) {
 	for _, c := range []struct{ path, body, want string }{
 		{"/v1/requests?agent=a&agent=b", e2aBody, `"invalid_request"`},
 		{"/v1/requests?wait=false&wait=true", e2aBody, `"invalid_request"`},
-		{"/a2a?agent=a&agent=b", a2a, `-32600`},
-		{"/acp?agent=a&agent=b", acp, `-32600`},
+		{"/a2a?agent=a&agent=b", a2a, `-32602`},
+		{"/acp?agent=a&agent=b", acp, `-32602`},
 		{"/a2e?agent=a&agent=b", `{"type":"ping"}`, `"invalid_request"`},
 		{"/a2a/v1/tasks/nope?agent=a&agent=b", "", `INVALID_ARGUMENT`},
 		// The read API's resume point, ambiguous: it read the first.

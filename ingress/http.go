@@ -92,7 +92,7 @@ func unrouted(mux *http.ServeMux) http.HandlerFunc {
 // with it, the pool the client named, so another pool's agent answered;
 // a query parameter given twice with different values (?agent=a&agent=b:
 // the doors read the first, so the pool chosen was not the client's
-// whole say), 400 invalid_request, -32600; and a body whose Content-Type is not
+// whole say), 400 invalid_request, -32602 as well; and a body whose Content-Type is not
 // one the door of protocol p reads (bodyTypeOK), refused 415 with p's
 // JSON-RPC code for it (protocols.Protocol.MediaTypeCode).
 // checked: the door refuses a non-JSON Content-Type itself (A2A v1.0's
@@ -111,7 +111,7 @@ func requestRefusal(r *http.Request, h http.Header, p protocols.Protocol, checke
 	for name, vs := range q {
 		for _, v := range vs[1:] {
 			if v != vs[0] {
-				return &failure{Status: http.StatusBadRequest, Code: "invalid_request", RPCCode: jsonrpc.CodeInvalidRequest,
+				return &failure{Status: http.StatusBadRequest, Code: "invalid_request", RPCCode: jsonrpc.CodeInvalidParams,
 					Message: "query parameter " + strconv.Quote(name) + " is given twice with different values"}
 			}
 		}
