@@ -147,51 +147,9 @@ func TestFrontDoorQueryMalformed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rpc := func(id, method, params string) string {
-		return `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + `}`
-	}
+	doors := queryDoors()
 	e2aBody := `{"params":{"text":"hi"}}`
-	v03 := rpc(`"q-1"`, "message/send", `{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"hi"}]}}`)
-	av := rpc(`"av-1"`, "tasks/send", `{"message":{"role":"user","parts":[{"type":"text","content":"hi"}]}}`)
-	acp := rpc(`3`, "session/new", `{"cwd":"/tmp","mcpServers":[]}`)
-	v1 := `{"message":{"messageId":"m2","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
-	v1rpc := rpc(`"v1-1"`, "SendMessage", v1)
-	a2eLine := `{"a2e":"1.0","id":"c","type":"tool/call/req","req_id":"r","params":{"text":"hi"}}` + "\n"
-	doors := []struct{ name, method, path, body, code, id string }{
-		{"e2a", "POST", "/v1/requests", e2aBody, `"invalid_request"`, ""},
-		{"e2a pool path", "POST", "/pools/echo/v1/requests", e2aBody, `"invalid_request"`, ""},
-		{"a2a v0.3", "POST", "/a2a", v03, `-32602`, `"id":"q-1"`},
-		{"agentvault", "POST", "/a2a", av, `-32602`, `"id":"av-1"`},
-		{"a2a v0.3 pool path", "POST", "/pools/echo/a2a", v03, `-32602`, `"id":"q-1"`},
-		{"acp", "POST", "/acp", acp, `-32602`, `"id":3`},
-		{"a2a v1.0 jsonrpc", "POST", "/a2a/v1", v1rpc, `-32602`, `"id":"v1-1"`},
-		{"a2a v1.0 rest", "POST", "/a2a/v1/message:send", v1, `"INVALID_PARAMS"`, ""},
-		{"a2a v1.0 rest pool path", "POST", "/pools/echo/a2a/v1/message:send", v1, `"INVALID_PARAMS"`, ""},
-		{"a2e", "POST", "/a2e", a2eLine, `"invalid_request"`, ""},
-		{"read api", "GET", "/v1/requests/some-id", "", `"invalid_request"`, ""},
-	}
-	// answer is the status and body of a request, or 0 and the error of
-	// one not answered within 10 s (a request taken, with no agent to
-	// answer it, waits for one).
-	answer := func(method, url, body string) (int, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return resp.StatusCode, string(b) + " (" + err.Error() + ")"
-		}
-		return resp.StatusCode, string(b)
-	}
+	answer := func(method, url, body string) (int, string) { return answerWithin(t, method, url, body) }
 	for _, q := range []struct{ query, says string }{
 		{"agent=echo;x", "semicolon"},
 		{"agent=ec%zzho", `invalid URL escape "%zz"`},
@@ -221,6 +179,100 @@ func TestFrontDoorQueryMalformed(t *testing.T) {
 	if resp, b := do(t, "POST", url+"/v1/requests?agent=echo&wait=false", e2aBody, "Content-Type", "application/json"); resp.StatusCode != http.StatusAccepted ||
 		!strings.Contains(string(b), `"pool":"echo"`) {
 		t.Errorf("?agent=echo&wait=false: %d %s, want 202 to pool echo", resp.StatusCode, b)
+	}
+}
+
+// queryDoor is a request each door reads (its method, path and body), the
+// code its refusal of the query carries and the id it echoes.
+type queryDoor struct{ name, method, path, body, code, id string }
+
+// queryDoors is one request to every door that reads ?agent= (under a
+// pool's path too: those paths begin /pools/echo/) and to the read API.
+func queryDoors() []queryDoor {
+	rpc := func(id, method, params string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + `}`
+	}
+	e2aBody := `{"params":{"text":"hi"}}`
+	v03 := rpc(`"q-1"`, "message/send", `{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"hi"}]}}`)
+	av := rpc(`"av-1"`, "tasks/send", `{"message":{"role":"user","parts":[{"type":"text","content":"hi"}]}}`)
+	acp := rpc(`3`, "session/new", `{"cwd":"/tmp","mcpServers":[]}`)
+	v1 := `{"message":{"messageId":"m2","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
+	v1rpc := rpc(`"v1-1"`, "SendMessage", v1)
+	a2eLine := `{"a2e":"1.0","id":"c","type":"tool/call/req","req_id":"r","params":{"text":"hi"}}` + "\n"
+	return []queryDoor{
+		{"e2a", "POST", "/v1/requests", e2aBody, `"invalid_request"`, ""},
+		{"e2a pool path", "POST", "/pools/echo/v1/requests", e2aBody, `"invalid_request"`, ""},
+		{"a2a v0.3", "POST", "/a2a", v03, `-32602`, `"id":"q-1"`},
+		{"agentvault", "POST", "/a2a", av, `-32602`, `"id":"av-1"`},
+		{"a2a v0.3 pool path", "POST", "/pools/echo/a2a", v03, `-32602`, `"id":"q-1"`},
+		{"agentvault pool path", "POST", "/pools/echo/a2a", av, `-32602`, `"id":"av-1"`},
+		{"acp", "POST", "/acp", acp, `-32602`, `"id":3`},
+		{"acp pool path", "POST", "/pools/echo/acp", acp, `-32602`, `"id":3`},
+		{"a2a v1.0 jsonrpc", "POST", "/a2a/v1", v1rpc, `-32602`, `"id":"v1-1"`},
+		{"a2a v1.0 jsonrpc pool path", "POST", "/pools/echo/a2a/v1", v1rpc, `-32602`, `"id":"v1-1"`},
+		{"a2a v1.0 rest", "POST", "/a2a/v1/message:send", v1, `"INVALID_PARAMS"`, ""},
+		{"a2a v1.0 rest pool path", "POST", "/pools/echo/a2a/v1/message:send", v1, `"INVALID_PARAMS"`, ""},
+		{"a2e", "POST", "/a2e", a2eLine, `"invalid_request"`, ""},
+		{"a2e pool path", "POST", "/pools/echo/a2e", a2eLine, `"invalid_request"`, ""},
+		{"read api", "GET", "/v1/requests/some-id", "", `"invalid_request"`, ""},
+		{"read api pool path", "GET", "/pools/echo/v1/requests/some-id", "", `"invalid_request"`, ""},
+	}
+}
+
+// answerWithin is the status and body of a request, or 0 and the error of
+// one not answered within 3 s (a request taken, with no agent to answer
+// it, waits for one).
+func answerWithin(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, string(b) + " (" + err.Error() + ")"
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestPoolPathAgentConflict: under /pools/<pool>/ a ?agent= naming another
+// pool was silently overridden by the path's pool, so the agent answering
+// was not the one the query named. Every door refuses the disagreement 400
+// in its shape, naming both, nothing published; ?agent= naming the path's
+// own pool is read as before.
+func TestPoolPathAgentConflict(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	url := frontDoor(t, nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range queryDoors() {
+		if !strings.HasPrefix(d.path, "/pools/echo/") {
+			continue
+		}
+		before := streamMsgs(t, js, streams.RequestsStream)
+		status, b := answerWithin(t, d.method, url+d.path+"?agent=other", d.body)
+		if status != http.StatusBadRequest || !strings.Contains(b, d.code) || !strings.Contains(b, d.id) ||
+			!strings.Contains(b, `names pool \"echo\" and ?agent= names \"other\"`) {
+			t.Errorf("%s %s?agent=other: %d %.400s; want 400 %s %s naming both pools", d.method, d.path, status, b, d.code, d.id)
+		}
+		if after := streamMsgs(t, js, streams.RequestsStream); after != before {
+			t.Errorf("%s %s?agent=other: E2A_REQUESTS went from %d to %d messages; want nothing published", d.method, d.path, before, after)
+		}
+	}
+	e2aBody := `{"params":{"text":"hi"}}`
+	if resp, b := do(t, "POST", url+"/pools/echo/v1/requests?agent=echo&wait=false", e2aBody, "Content-Type", "application/json"); resp.StatusCode != http.StatusAccepted ||
+		!strings.Contains(string(b), `"pool":"echo"`) {
+		t.Errorf("/pools/echo/v1/requests?agent=echo: %d %s, want 202 to pool echo", resp.StatusCode, b)
 	}
 }
 

@@ -92,7 +92,9 @@ func unrouted(mux *http.ServeMux) http.HandlerFunc {
 // with it, the pool the client named, so another pool's agent answered;
 // a query parameter given twice with different values (?agent=a&agent=b:
 // the doors read the first, so the pool chosen was not the client's
-// whole say), 400 invalid_request, -32602 as well; and a body whose Content-Type is not
+// whole say), 400 invalid_request, -32602 as well; a ?agent= naming
+// another pool than the /pools/<pool>/ path the request came by (the mount
+// leaves it for this check: it was silently the path's pool), the same; and a body whose Content-Type is not
 // one the door of protocol p reads (bodyTypeOK), refused 415 with p's
 // JSON-RPC code for it (protocols.Protocol.MediaTypeCode).
 // checked: the door refuses a non-JSON Content-Type itself (A2A v1.0's
@@ -115,6 +117,10 @@ func requestRefusal(r *http.Request, h http.Header, p protocols.Protocol, checke
 					Message: "query parameter " + strconv.Quote(name) + " is given twice with different values"}
 			}
 		}
+	}
+	if pool, ok := poolFromContext(r.Context()); ok && namesOtherPool(q, pool) {
+		return &failure{Status: http.StatusBadRequest, Code: "invalid_request", RPCCode: jsonrpc.CodeInvalidParams,
+			Message: "the path names pool " + strconv.Quote(pool) + " and ?agent= names " + strconv.Quote(q.Get("agent")) + ": name one"}
 	}
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:

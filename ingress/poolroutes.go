@@ -3,6 +3,7 @@ package ingress
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +19,8 @@ import (
 
 // PoolsPath prefixes a pool's own endpoints. Every front door is served
 // again under /pools/<pool>/ with its requests sent to that pool (as
-// ?agent=<pool> would): /pools/<pool>/a2a/v1 (A2A v1.0 JSON-RPC and
+// ?agent=<pool> would; a ?agent= naming another pool is refused 400 by the
+// gate): /pools/<pool>/a2a/v1 (A2A v1.0 JSON-RPC and
 // HTTP+JSON), /pools/<pool>/a2a (A2A v0.3, AgentVault), /pools/<pool>/acp,
 // /pools/<pool>/v1/requests, /pools/<pool>/a2e, and the pool's own agent
 // card at /pools/<pool>/.well-known/agent-card.json, whose interfaces point
@@ -48,13 +50,21 @@ func (s *Server) mountPools(mux *http.ServeMux) {
 		// A query that is no URL-encoded form is left as sent, for the
 		// door's gate to refuse whole (requestRefusal): its pairs read
 		// and encoded again, the rest would have been dropped silently.
-		if q, err := host.ReadQuery(r2.URL.RawQuery); err == nil {
+		// A ?agent= naming another pool is left too, for the gate to
+		// refuse (requestRefusal: the path and the query disagree).
+		if q, err := host.ReadQuery(r2.URL.RawQuery); err == nil && !namesOtherPool(q, pool) {
 			q.Set("agent", pool)
 			r2.URL.RawQuery = q.Encode()
 		}
 		r2.RequestURI = r2.URL.RequestURI()
 		mux.ServeHTTP(w, r2)
 	})
+}
+
+// namesOtherPool reports whether q's ?agent= names a pool other than the
+// path's.
+func namesOtherPool(q url.Values, pool string) bool {
+	return slices.ContainsFunc(q["agent"], func(a string) bool { return a != pool })
 }
 
 // poolCardInfo is what a pool's card declares (ok false: no such pool): a

@@ -110,8 +110,9 @@ func TestPoolEndpoints(t *testing.T) {
 		t.Errorf("v0.3 answer %q, want the plain pool's", got03)
 	}
 
-	// E2A under the pool's path goes to the pool, whatever ?agent says.
-	resp, err := http.Post(p.URL+"/pools/echo/v1/requests?agent=demo&wait=true", "application/json", strings.NewReader(`{"params":{"text":"x"}}`))
+	// E2A under the pool's path goes to the pool (a ?agent= naming another
+	// is refused: TestPoolPathAgentConflict).
+	resp, err := http.Post(p.URL+"/pools/echo/v1/requests?wait=true", "application/json", strings.NewReader(`{"params":{"text":"x"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
