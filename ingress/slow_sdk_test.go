@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
@@ -107,7 +109,10 @@ func slowCuts(t *testing.T, p *pipetest.Pipeline) map[string]float64 {
 // a2a-go's handler, not egress's renderers) held its stream, its read and
 // its live subscription for as long as the connection lived.
 func TestSlowSubscriberCut(t *testing.T) {
-	r := startGone(t, 1500, 4096, pipetest.WithEgress(egress.WithWriteTimeout(300*time.Millisecond)))
+	var logs testkit.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := startGone(t, 1500, 4096, pipetest.WithEgress(egress.WithWriteTimeout(300*time.Millisecond)),
+		pipetest.WithIngress(ingress.WithLogger(log)))
 	v1 := []string{"A2A-Version", "1.0"}
 	firstLine := func(resp *http.Response) error {
 		_, err := bufio.NewReader(resp.Body).ReadString('\n')
@@ -158,6 +163,33 @@ func TestSlowSubscriberCut(t *testing.T) {
 		r.released(t, d.name+": the slow subscriber's stream")
 	}
 	slowCutCounted(t, r.p, before, map[string]float64{egress.FormatA2AV1SSE: 2, egress.FormatA2ASSE: 1, egress.FormatA2AV1GRPC: 1})
+	// Whether the SDK logs a cut SubscribeToTask depends on where its
+	// write waited (a flush it does not check, or a write): none at Error.
+	sdkWriteFailuresAtDebug(t, &logs, -1)
+}
+
+// sdkWriteFailuresAtDebug checks that a2a-go's handlers logged the writes
+// to the client that failed (want of them, when want ≥ 0) to the
+// pipeline's logger at Debug, and that nothing was logged at Error. The SDK logged them at Error, to slog's default logger: every
+// client that went away was an ERROR line an operator is paged for.
+func sdkWriteFailuresAtDebug(t *testing.T, logs *testkit.Buffer, want int) {
+	t.Helper()
+	n := 0
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil {
+			continue
+		}
+		if m["level"] == "ERROR" {
+			t.Errorf("logged at ERROR: %s", l)
+		}
+		if msg, _ := m["msg"].(string); m["level"] == "DEBUG" && (strings.HasPrefix(msg, "failed to write") || msg == "failed to encode response") {
+			n++
+		}
+	}
+	if want >= 0 && n != want {
+		t.Errorf("%d of the SDK's failed writes logged at DEBUG, want %d; logs:\n%s", n, want, logs.String())
+	}
 }
 
 // TestSlowWholeReaderCut: a client of an answer given whole (a blocking
@@ -167,7 +199,10 @@ func TestSlowSubscriberCut(t *testing.T) {
 // HTTP+JSON (a2a-go's handler writes the answer) waited in that write for
 // as long as the connection lived.
 func TestSlowWholeReaderCut(t *testing.T) {
-	r := startGone(t, 1500, 4096, pipetest.WithEgress(egress.WithWriteTimeout(300*time.Millisecond)))
+	var logs testkit.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := startGone(t, 1500, 4096, pipetest.WithEgress(egress.WithWriteTimeout(300*time.Millisecond)),
+		pipetest.WithIngress(ingress.WithLogger(log)))
 	v1Msg := func(text string) string {
 		return `{"message":{"role":"ROLE_USER","messageId":"m-` + text + `","parts":[{"text":"` + text + `"}]}}`
 	}
@@ -193,4 +228,6 @@ func TestSlowWholeReaderCut(t *testing.T) {
 		r.answered(t, answered)
 		r.released(t, d.name+": the call of a client not reading its answer")
 	}
+	// The two v1.0 sends: the SDK's one write of the answer failed.
+	sdkWriteFailuresAtDebug(t, &logs, 2)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -54,7 +55,7 @@ const gateProtocol = "a2a"
 func Bindings(h Host) host.Bindings {
 	hd := &handler{h: h}
 	opts := []a2asrv.TransportOption{a2asrv.WithTransportKeepAlive(h.V1Answers().Heartbeat())}
-	b := &bindings{h: h, hd: hd}
+	b := &bindings{h: h, hd: hd, log: sdkLogger(h)}
 	return host.Bindings{
 		// JSON-RPC refusals are JSON-RPC errors (the call's id when
 		// it can be read: refuseRPCRead); the body is
@@ -72,8 +73,9 @@ func Bindings(h Host) host.Bindings {
 
 // bindings admits the calls of the bindings over the host.
 type bindings struct {
-	h  Host
-	hd *handler
+	h   Host
+	hd  *handler
+	log *slog.Logger // the SDK's (sdkLogger)
 }
 
 // admit serves next after the host's gate (refusals written by refuse),
@@ -172,12 +174,14 @@ func (b *bindings) serve(w http.ResponseWriter, r *http.Request, head rpcHead, c
 // write timeout (egress.CutSlow), as egress's streams are: the SDK's
 // writes have no deadline, and a SubscribeToTask held its stream, its
 // read and its live subscription, a blocking send its answer, for as long
-// as such a client kept its connection.
+// as such a client kept its connection. What the SDK logs of a write that
+// failed is logged at Debug (sdkLogger).
 func (b *bindings) cutSlow(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w, r, done := egress.CutSlow(w, r, b.h.WriteTimeout())
 		defer done()
-		next.ServeHTTP(w, r)
+		cw, r := withSDKLog(w, r, b.log)
+		next.ServeHTTP(cw, r)
 	})
 }
 

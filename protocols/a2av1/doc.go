@@ -60,7 +60,9 @@
 // window with no deadline). So is a client of the HTTP bindings that stops
 // reading what the SDK's handler writes itself (SubscribeToTask's stream,
 // a blocking SendMessage's answer, any other call's: bindings.cutSlow,
-// egress.CutSlow), as egress's own streams are. The handler reads a transport-free call from the context (its
+// egress.CutSlow), as egress's own streams are. The SDK logs to the host's
+// logger, what it logs at Error of a call whose write to its client failed
+// (a client gone or cut) at Debug (sdkLogger). The handler reads a transport-free call from the context (its
 // headers, agent pool, A2A-Version and the admitted [host.BindingCaller]), and
 // reaches the pipeline only through [Host] and [host.BindingCaller]:
 // the task store under the ownership rule ([host.TaskStore]: every read
