@@ -709,7 +709,7 @@ type attempt struct {
 
 // post sends one update to cfg's webhook: its token and authentication,
 // the event id, no redirect followed, the response body read up to 64 KiB
-// and dropped. A 2xx is ok; a 3xx or another 4xx than 408 and 429
+// within the POST's timeout and dropped. A 2xx is ok; a 3xx or another 4xx than 408 and 429
 // permanent, 410 gone too; any other answer or error transient
 // (Retry-After read on 429 and 503).
 func (s *stage) post(ctx context.Context, cfg Config, eventID string, body []byte) attempt {
@@ -748,7 +748,13 @@ func postUpdate(ctx context.Context, client *http.Client, o options, cfg Config,
 	if err != nil {
 		return attempt{reason: "request failed: " + errorClass(err)}
 	}
+	// The body's read ends with the POST's timeout too: net/http ends it
+	// with ctx for every answer but a 101 Switching Protocols, whose body
+	// is the raw connection, read for ever from a receiver that then
+	// sends nothing (its config's lane stalled, its messages unacked).
+	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	stop()
 	_ = resp.Body.Close()
 	a := attempt{status: resp.StatusCode, reason: "status " + strconv.Itoa(resp.StatusCode)}
 	switch c := resp.StatusCode; {

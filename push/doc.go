@@ -163,7 +163,8 @@
 // Each connection resolves the webhook's host itself and connects only to
 // an address that passes the rules (pinned for the connection: DNS cannot
 // move it to a private address after the check); bodies are bounded
-// (WithMaxBody) and every POST has a timeout (WithTimeout).
+// (WithMaxBody) and every POST has a timeout (WithTimeout), which ends
+// the read of its answer too, a 101 Switching Protocols' included.
 //
 // # Signing
 //
