@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 )
 
 // MethodWorkflowExecute is the method of an A2E workflow envelope; the
@@ -305,7 +306,7 @@ func workflowJSONL(lines []map[string]any, lineNos []int, ref SecretRefFunc) (st
 	var buf bytes.Buffer
 	newlines := 0
 	for i, l := range lines {
-		b, err := marshalNoEscape(l)
+		b, err := jsonstr.MarshalNoEscape(l)
 		if err != nil {
 			return "", 0, fmt.Errorf("workflow line does not encode: %v", err)
 		}
@@ -486,17 +487,6 @@ func looksLikeREST(t []byte) bool {
 	}
 	rest := bytes.TrimSpace(t[1:])
 	return bytes.HasPrefix(rest, []byte(`"workflow"`))
-}
-
-// marshalNoEscape writes compact JSON without HTML escaping.
-func marshalNoEscape(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }

@@ -43,7 +43,24 @@ const (
 	// maxSchemeLen bounds a scheme kept as given (one without
 	// credentials that is neither Bearer nor Basic).
 	maxSchemeLen = 64
+	// taskBytesPerConfig bounds the bytes of a task's configs as stored
+	// without a seal key: so many per config WithMaxPerTask admits, on
+	// average (maxTaskBytes). The fields' own limits let one config take
+	// 15 KB (and up to 30 KB of JSON, a '"' stored as \"): 1,000 tasks of
+	// 10 such took several times E2A_PUSH's bytes, and once it was full
+	// every principal's creates and cursors were refused.
+	taskBytesPerConfig = 8 << 10
+	// minTaskBytes is the least bound of a task's configs: one config
+	// with every field at its limit fits.
+	minTaskBytes = 40 << 10
 )
+
+// maxTaskBytes bounds the JSON of one task's configs, unsealed (ErrLimit
+// beyond): taskBytesPerConfig times the configs a task may have, at
+// least minTaskBytes. A principal's configs then take at most
+// WithMaxTasksPerPrincipal times this (78 MiB by default; sealed values
+// about 1.4 times their size more) of E2A_PUSH, whatever their fields.
+func maxTaskBytes(maxPerTask int) int { return max(maxPerTask*taskBytesPerConfig, minTaskBytes) }
 
 // Auth is a config's authentication: Authorization: <Scheme> <Credentials>
 // on every delivery when it has credentials (Scheme is then Bearer or

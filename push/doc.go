@@ -14,7 +14,10 @@
 // config, not the task). Keys expire with the
 // tasks (the bucket's TTL is streams.Config.TasksTTL; [Store.Keep] writes
 // a task's again while a turn of it runs). Limits: configs
-// per task (WithMaxPerTask) and tasks with configs per principal
+// per task (WithMaxPerTask), the bytes of a task's configs (their JSON
+// unsealed, 8 KiB a config on average: 80 KiB by default, at least
+// 40 KiB, so that one principal's configs cannot fill E2A_PUSH for every
+// other) and tasks with configs per principal
 // (WithMaxTasksPerPrincipal, counted across replicas by a compare-and-set
 // of the principal's "slots.<principal>" key: creates racing on any
 // number of replicas pass exactly up to the limit), ErrLimit. [Store.Create] checks the URL

@@ -30,8 +30,9 @@ var (
 	ErrURLRefused = errors.New("push: webhook URL refused")
 
 	// ErrLimit is returned by Store.Create when the task already has
-	// MaxPerTask configs, or the principal MaxTasksPerPrincipal tasks with
-	// configs. The A2A layers answer it with InvalidParams (-32602, HTTP
+	// MaxPerTask configs, its configs would take more bytes than 8 KiB a
+	// config on average (at least 40 KiB), or the principal has
+	// MaxTasksPerPrincipal tasks with configs. The A2A layers answer it with InvalidParams (-32602, HTTP
 	// 400, gRPC INVALID_ARGUMENT): A2A defines no quota error, and a
 	// resource-exhausted answer (429) would say "retry soon", which this
 	// limit does not clear by itself.

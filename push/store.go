@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -150,8 +151,24 @@ func readConfigs(ctx context.Context, kv jetstream.KeyValue, key string, sl *sea
 }
 
 // encodeConfigs is tc as stored under task key: its secrets sealed (sl).
+// A '<', '>' or '&' of a URL, token or credentials is stored as one byte
+// (jsonstr.MarshalNoEscape), not six.
 func encodeConfigs(tc taskConfigs, key string, sl *sealer) ([]byte, error) {
-	return json.Marshal(sl.sealed(tc, key))
+	return jsonstr.MarshalNoEscape(sl.sealed(tc, key))
+}
+
+// checkTaskBytes refuses (ErrLimit) the configs of a task whose JSON,
+// unsealed, is over the bound (maxTaskBytes).
+func (s *Store) checkTaskBytes(cs []Config) error {
+	b, err := jsonstr.MarshalNoEscape(cs)
+	if err != nil {
+		return err
+	}
+	if limit := maxTaskBytes(s.o.maxPerTask); len(b) > limit {
+		return fmt.Errorf("%w: the task's configs would take %d bytes, over %d (%d KiB a config on average)",
+			ErrLimit, len(b), limit, taskBytesPerConfig>>10)
+	}
+	return nil
 }
 
 // Create stores c for principal's task c.TaskID, replacing the task's
@@ -284,6 +301,9 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 		default:
 			tc.Configs = append(tc.Configs, c)
 			slices.SortFunc(tc.Configs, func(a, b Config) int { return cmpString(a.ID, b.ID) })
+		}
+		if err := s.checkTaskBytes(tc.Configs); err != nil {
+			return Config{}, nil, false, err
 		}
 		if rev == 0 {
 			if tc.Slot, err = s.reserve(ctx, principal, c.TaskID); err != nil {

@@ -6,5 +6,7 @@
 // UseNumber does ([Value], [Object], [String]): the frame encoder of agent,
 // the pre-encoded A2A events and the frame scans of egress, the envelope
 // reader of e2a, the normalizer's A2A params reader and the bench's load
-// generator use it on their hot paths.
+// generator use it on their hot paths. [MarshalNoEscape] is json.Marshal
+// without HTML escaping (the normalizer's workflow lines, push's stored
+// configs).
 package jsonstr
