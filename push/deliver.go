@@ -720,6 +720,12 @@ func postUpdate(ctx context.Context, client *http.Client, o options, cfg Config,
 	if len(body) > o.maxBody {
 		return attempt{permanent: true, tooLarge: true, reason: tooLarge(len(body), o.maxBody)}
 	}
+	if _, _, err := o.urls.rules(cfg.URL); err != nil {
+		// Stored under an allow-list that named its host (http, any
+		// address): this one does not. The connection's check alone
+		// refuses a private address only, and sent http to a public one.
+		return attempt{permanent: true, reason: err.Error()}
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))

@@ -163,7 +163,9 @@
 // it is over half full, a principal over its share of it (WithDeadShare,
 // 1/8) loses its own oldest dead letters, not another's (deadshare.go).
 //
-// Each connection resolves the webhook's host itself and connects only to
+// Each POST applies the URL's scheme, host and port rules again (an http
+// URL stored while the allow-list named its host is refused for good
+// once it does not), and each connection resolves the webhook's host itself and connects only to
 // an address that passes the rules (pinned for the connection: DNS cannot
 // move it to a private address after the check); bodies are bounded
 // (WithMaxBody) and every POST has a timeout (WithTimeout), which ends

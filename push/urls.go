@@ -121,33 +121,9 @@ func hostPort(u *url.URL) (string, string) {
 // client must not learn what an internal name resolves to. log gets the
 // detail, at debug level (the host and the address, never the URL).
 func (p *urlPolicy) check(ctx context.Context, raw string, log *slog.Logger) error {
-	u, err := url.Parse(raw)
-	if err != nil || !u.IsAbs() || u.Opaque != "" {
-		return fmt.Errorf("%w: not an absolute URL", ErrURLRefused)
-	}
-	if u.User != nil {
-		return fmt.Errorf("%w: user information in the URL (use authentication)", ErrURLRefused)
-	}
-	if u.Host == "" || u.Hostname() == "" {
-		return fmt.Errorf("%w: no host", ErrURLRefused)
-	}
-	host, port := hostPort(u)
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		// url.Parse takes any digits for a port: 0 or 99999 was stored,
-		// and every POST of the config failed to dial for the retry window.
-		return fmt.Errorf("%w: port %s (want 1..65535)", ErrURLRefused, port)
-	}
-	allowed := p.allowed(host, port)
-	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && allowed:
-	case u.Scheme == "http":
-		return fmt.Errorf("%w: http to %s (https is required unless E2A_PUSH_ALLOW_HOSTS lists the host)", ErrURLRefused, host)
-	default:
-		return fmt.Errorf("%w: scheme %q", ErrURLRefused, u.Scheme)
-	}
-	if allowed {
-		return nil
+	host, allowed, err := p.rules(raw)
+	if err != nil || allowed {
+		return err
 	}
 	ips, err := outbound.Resolve(ctx, p.resolver, host)
 	if err != nil {
@@ -161,6 +137,41 @@ func (p *urlPolicy) check(ctx context.Context, raw string, log *slog.Logger) err
 		}
 	}
 	return nil
+}
+
+// rules applies the rules of check that need no resolver to raw (the
+// scheme, user information, host and port), returning the URL's host and
+// whether the allow-list names it: check's first part, and each POST's
+// (postUpdate), so that a config stored while the allow-list named its
+// host is not posted over http, or to a private address, once it does
+// not.
+func (p *urlPolicy) rules(raw string) (string, bool, error) {
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Opaque != "" {
+		return "", false, fmt.Errorf("%w: not an absolute URL", ErrURLRefused)
+	}
+	if u.User != nil {
+		return "", false, fmt.Errorf("%w: user information in the URL (use authentication)", ErrURLRefused)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return "", false, fmt.Errorf("%w: no host", ErrURLRefused)
+	}
+	host, port := hostPort(u)
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		// url.Parse takes any digits for a port: 0 or 99999 was stored,
+		// and every POST of the config failed to dial for the retry window.
+		return "", false, fmt.Errorf("%w: port %s (want 1..65535)", ErrURLRefused, port)
+	}
+	allowed := p.allowed(host, port)
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && allowed:
+	case u.Scheme == "http":
+		return "", false, fmt.Errorf("%w: http to %s (https is required unless E2A_PUSH_ALLOW_HOSTS lists the host)", ErrURLRefused, host)
+	default:
+		return "", false, fmt.Errorf("%w: scheme %q", ErrURLRefused, u.Scheme)
+	}
+	return host, allowed, nil
 }
 
 // refusedHost is the refusal of a webhook host that does not resolve or
