@@ -170,7 +170,11 @@
 //     passes the MaxDataBytes left. Validation checks an
 //     operation listed again after itself in one list once, and stops with
 //     a limit error past ten times MaxSteps operations visited (Conditionals
-//     and Loops that list operations many times expand exponentially).
+//     and Loops that list operations many times expand exponentially). A
+//     workflow sure to pass MaxSteps (the operations an execution runs at
+//     least: each listing in operationOrder, a Conditional's shorter branch
+//     too, a Loop none) is refused by validation (CodeLimit on
+//     operationOrder) before any operation acts.
 //
 // # Retries and cache
 //

@@ -166,3 +166,46 @@ func TestExecuteReadErrorAfterQueueingIsNot503(t *testing.T) {
 		t.Errorf("execute of a queued execution: %d %v (want 202 with request_id %s)", code, body, sub.envs[0].RequestID)
 	}
 }
+
+// TestStepsPastMaxStepsRefused: an execution runs at most MaxSteps
+// operations, and operationOrder lists each run of a top-level operation
+// (an id listed 100,000 times is 100,000 runs). Such a workflow validated
+// (the walk checks a repeated id once) and every execution failed at its
+// MaxSteps+1st operation, after the first MaxSteps had acted (here: one
+// POST per listing). Validation counts the runs an execution makes at
+// least (each Conditional its shorter branch, each Loop none) and refuses
+// more than MaxSteps, before anything runs; as many as MaxSteps still run.
+func TestStepsPastMaxStepsRefused(t *testing.T) {
+	en := newEnv(t, func(o *Options) { o.Limits.MaxSteps = 6 })
+	post := op("post", `{"ApiCall":{"method":"POST","url":"https://api.example.com/users","body":{},"outputPath":"/workflow/p"}}`)
+	wait := op("w", `{"Wait":{"duration":0}}`)
+	cond := op("c", `{"Conditional":{"condition":{"path":"/workflow/p","operator":"==","value":1},"ifTrue":["w","w","w"],"ifFalse":["w","w"]}}`)
+	loop := op("l", `{"Loop":{"inputPath":"/workflow/p.list","operations":["w","w","w"]}}`)
+	for _, tc := range []struct {
+		name string
+		wf   string
+		runs int // at least; 0: valid
+	}{
+		{"order", lines(post, begin("post", "post", "post", "post", "post", "post", "post")), 7},
+		{"conditional's shorter branch", lines(post, wait, cond, begin("post", "c", "c")), 7},      // 1 + 2×(1+2)
+		{"conditional within the limit", lines(post, wait, cond, begin("post", "c", "w", "w")), 0}, // 1 + 3 + 2
+		{"loop may run none", lines(post, wait, loop, begin("post", "l", "l", "l", "l", "l")), 0},
+	} {
+		wf := strings.ReplaceAll(tc.wf, "https://api.example.com", en.api.URL)
+		_, res := en.e.Validate("agent-1", wf)
+		if tc.runs == 0 {
+			if !res.Valid {
+				t.Errorf("%s: %+v; want valid", tc.name, res.Errors)
+			}
+			continue
+		}
+		want := fmt.Sprintf("at least %d operations", tc.runs)
+		if res.Valid || len(res.Errors) != 1 || res.Errors[0].Code != CodeLimit || res.Errors[0].Field != "operationOrder" ||
+			!strings.Contains(res.Errors[0].Message, want) {
+			t.Errorf("%s: %+v; want one %s error on operationOrder saying %q", tc.name, res, CodeLimit, want)
+		}
+	}
+	if n := en.api.hit("POST /users"); n != 0 {
+		t.Errorf("%d POSTs sent by validation", n)
+	}
+}

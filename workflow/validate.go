@@ -107,6 +107,11 @@ func (v *validator) run() {
 	if len(wf.Order) > 0 {
 		v.walk(wf.Order, &scope{}, nil, wf.BeginLine, "")
 	}
+	// static step budget: each listing runs at least once
+	if runs := v.minRuns(wf.Order, map[string]int{}); v.limits.MaxSteps > 0 && runs > v.limits.MaxSteps {
+		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "an execution would run at least %d operations, more than the %d it may run "+
+			"(each listing in operationOrder runs, with a Conditional's shorter branch; a Loop may run none)", runs, v.limits.MaxSteps)
+	}
 	// static wait budget
 	var waited time.Duration
 	for _, id := range wf.Order {
@@ -125,6 +130,41 @@ func (v *validator) run() {
 			v.rep.warnf(op.Line, id, "", CodeUnused, "operation is defined but never runs (not in operationOrder, ifTrue, ifFalse or a Loop)")
 		}
 	}
+}
+
+// minRuns is how many operations an execution of ids runs at least,
+// counting each listing (an id listed twice runs twice): one per
+// operation, and for a Conditional its shorter branch too (a Loop may run
+// over no element). It stops counting past Limits.MaxSteps (the sum of
+// the Conditionals' branches grows exponentially), and counts an
+// operation that runs itself again (a cycle, refused by walk) once. memo
+// holds each operation's count, -1 while it is counted.
+func (v *validator) minRuns(ids []string, memo map[string]int) int {
+	n := 0
+	for _, id := range ids {
+		if n > v.limits.MaxSteps {
+			break
+		}
+		op := v.wf.Operations[id]
+		if op == nil || op.Type == "" {
+			continue // refused elsewhere; runs nothing
+		}
+		runs, ok := memo[id]
+		switch {
+		case ok && runs < 0: // a cycle
+			runs = 1
+		case ok:
+		default:
+			memo[id] = -1
+			runs = 1
+			if c := op.Conditional; op.Type == OpConditional && c != nil {
+				runs += min(v.minRuns(c.IfTrue, memo), v.minRuns(c.IfFalse, memo))
+			}
+			memo[id] = runs
+		}
+		n += runs
+	}
+	return n
 }
 
 func (v *validator) maxExecutionTime() time.Duration {
