@@ -714,7 +714,9 @@ type ExecutionStatus struct {
 
 // OperationStatus is one operation run of an execution: pending (listed
 // in operationOrder, not started yet), running, then success or failed.
-// An ended execution lists the runs that ended.
+// An ended execution lists the runs that started: one its end cut (a
+// worker killed, a cancel) is failed, its error saying so, and for an
+// ApiCall or a StoreData that it may have acted.
 type OperationStatus struct {
 	OperationID string          `json:"operationId"`
 	Type        string          `json:"type"`
@@ -782,7 +784,10 @@ func statusFromFrames(frames []*e2a.Response) *ExecutionStatus {
 				st.Results = normalize(b.Details.Results).(map[string]any)
 			}
 			st.DurationMs = b.Details.DurationMs
-			st.WorkflowExecutionID = b.Details.WorkflowExecutionID
+			if b.Details.WorkflowExecutionID != "" {
+				// (an error the runtime wrote has none: the plan's stays)
+				st.WorkflowExecutionID = b.Details.WorkflowExecutionID
+			}
 		}
 	}
 	st.Operations = ops.list(st.CompletedAt != "")
@@ -864,17 +869,39 @@ func (t *opTracker) started(call, typ, id, parent string) {
 	t.ops = append(t.ops, OperationStatus{OperationID: id, Type: typ, Status: StatusRunning})
 }
 
-// list returns the operations; those of an ended execution that never
-// ended (not started, or cut by the execution's end) are left out.
+// list returns the operations. Of an ended execution, those never
+// started are left out, and one cut by the execution's end (started, no
+// result: a worker killed, a cancel: an end the runtime wrote) is
+// listed failed with cutMessage: an ApiCall's request may have reached
+// the API, a StoreData's value may be stored (leavesProcess), so a client
+// must not read its absence as "never ran".
 func (t *opTracker) list(ended bool) []OperationStatus {
 	out := make([]OperationStatus, 0, len(t.ops))
 	for _, o := range t.ops {
-		if !ended || o.Status != StatusPending && o.Status != StatusRunning {
-			out = append(out, o)
+		switch {
+		case !ended:
+		case o.Status == StatusPending:
+			continue
+		case o.Status == StatusRunning:
+			msg := cutMessage
+			if leavesProcess(o.Type) {
+				msg += cutActedMessage
+			}
+			o.Status = StatusFailed
+			o.Error = marshal(&Error{Type: ExecutionError, OperationID: o.OperationID, Message: msg, Retryable: !leavesProcess(o.Type)})
 		}
+		out = append(out, o)
 	}
 	return out
 }
+
+// cutMessage is the error of an operation that an execution's end cut
+// (opTracker.list), retryable; an ApiCall's or a StoreData's adds
+// cutActedMessage and is not: it may have acted.
+const (
+	cutMessage      = "the execution ended while this operation ran, before its result was recorded"
+	cutActedMessage = ": it may have acted (its request may have reached the API, its value may be stored); check before running the workflow again"
+)
 
 // withRetryable is the executor's error object of a final frame with its
 // retryable set to the frame's (the e2a.error's retryable is the one the

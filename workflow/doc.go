@@ -222,9 +222,13 @@
 // frames ([StatusFromFrames]), execution_id echoing the id asked: while it
 // runs, workflow_execution_id and every operation so far (pending,
 // running, success, failed; an execution no worker has started lists its
-// plan, read from its envelope); once ended, the runs that ended. A redelivered execution that already wrote frames
+// plan, read from its envelope); once ended, the runs that started, one
+// the end cut (started, no result: a worker killed, a cancel) failed with
+// an error saying so, and for an ApiCall or a StoreData that it may have
+// acted (retryable false). A redelivered execution that already wrote frames
 // is not resumed (its calls may have had effects): the agent runtime
-// closes it with agent_interrupted, retryable. An ApiCall or StoreData
+// closes it with agent_interrupted, retryable; its status lists the call
+// the dead worker had in flight. An ApiCall or StoreData
 // acts only once its function_call frame is stored (agent.Writer.Sync), so a
 // worker dying during the call cannot leave an execution without frames
 // that the redelivery would run again.

@@ -439,8 +439,12 @@ func TestWorkerKilledMidWorkflow(t *testing.T) {
 	if len(frames2) != len(frames) || api.hit("POST /users") != 0 || api.hit("GET /users") != 1 {
 		t.Errorf("after the kill: %d→%d frames, %d POST, %d GET", len(frames), len(frames2), api.hit("POST /users"), api.hit("GET /users"))
 	}
+	// fetch ended; the Wait the kill cut is listed failed (it cannot have
+	// acted: no "may have acted"); post never started
 	st := StatusFromFrames(frames)
-	if st.Status != StatusFailed || len(st.Operations) != 1 {
+	if st.Status != StatusFailed || len(st.Operations) != 2 || st.Operations[1].OperationID != "pause" ||
+		st.Operations[1].Status != StatusFailed || !strings.Contains(string(st.Operations[1].Error), cutMessage) ||
+		strings.Contains(string(st.Operations[1].Error), cutActedMessage) {
 		t.Errorf("status: %+v", st)
 	}
 }
