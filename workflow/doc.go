@@ -174,7 +174,10 @@
 //     workflow sure to pass MaxSteps (the operations an execution runs at
 //     least: each listing in operationOrder, a Conditional's shorter branch
 //     too, a Loop none) is refused by validation (CodeLimit on
-//     operationOrder) before any operation acts.
+//     operationOrder) before any operation acts, and so is one sure to
+//     pass the [WindowLimiter]'s API calls (its ApiCalls counted the same
+//     way: more than PerHour, or than PerMinute when maxExecutionTime fits
+//     in a minute).
 //
 // # Retries and cache
 //

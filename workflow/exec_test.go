@@ -556,10 +556,9 @@ func TestAPICallRateLimit(t *testing.T) {
 		o.Cache = NoCache{}
 		o.Limits.MaxExecutionTime = 2 * time.Minute
 	})
-	wf := lines(
-		op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/data","outputPath":"/workflow/a"}}`),
-		op("b", `{"ApiCall":{"method":"GET","url":"https://api.example.com/data","outputPath":"/workflow/b"}}`),
-		op("c", `{"ApiCall":{"method":"GET","url":"https://api.example.com/data","outputPath":"/workflow/c"}}`),
+	a := op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/data","outputPath":"/workflow/a"}}`)
+	b := op("b", `{"ApiCall":{"method":"GET","url":"https://api.example.com/data","outputPath":"/workflow/b"}}`)
+	wf := lines(a, b, op("c", `{"ApiCall":{"method":"GET","url":"https://api.example.com/data","outputPath":"/workflow/c"}}`),
 		begin("a", "b", "c"))
 	en.clock.Advance(50 * time.Second)
 	out, _ := en.run(t, wf)
@@ -568,9 +567,12 @@ func TestAPICallRateLimit(t *testing.T) {
 	if out.Status != StatusSuccess || fmt.Sprint(en.clock.Sleeps()) != "[1m0s]" {
 		t.Errorf("%+v sleeps %v", out.Error, en.clock.Sleeps())
 	}
-	// a window ending after maxExecutionTime fails the call, retryable
-	en2 := newEnv(t, func(o *Options) { o.Limiter = NewWindowLimiter(1, 100, o.Clock); o.Cache = NoCache{} })
-	out, _ = en2.run(t, wf)
+	// a window, filled by an earlier execution, ending after
+	// maxExecutionTime fails the call, retryable (a workflow whose own
+	// calls pass the limit is refused: TestCallsPastCallLimitRefused)
+	en2 := newEnv(t, func(o *Options) { o.Limiter = NewWindowLimiter(2, 100, o.Clock); o.Cache = NoCache{} })
+	en2.run(t, lines(a, begin("a")))
+	out, _ = en2.run(t, lines(a, b, begin("a", "b")))
 	if out.Error == nil || !out.Error.Retryable || out.Error.OperationID != "b" || out.Error.Details["retry_after_s"] != int64(60) {
 		t.Errorf("%+v", out.Error)
 	}

@@ -216,6 +216,7 @@ func (e *Executor) Validate(principal, text string) (*Workflow, ValidationResult
 	if e.opts.ValidateOnly {
 		v.policy, v.vault = nil, nil
 	}
+	v.calls, _ = e.limiter.(*WindowLimiter)
 	v.run()
 	res := rep.result()
 	if e.opts.ValidateOnly {

@@ -209,3 +209,48 @@ func TestStepsPastMaxStepsRefused(t *testing.T) {
 		t.Errorf("%d POSTs sent by validation", n)
 	}
 }
+
+// TestCallsPastCallLimitRefused: the API-call limiter ([WindowLimiter],
+// per principal, sliding windows) refuses the PerMinute+1st call within a
+// minute. A workflow making more calls than that in an execution whose
+// maxExecutionTime fits in a minute (or more than PerHour in any) cannot
+// succeed: it validated, each execution made PerMinute calls (POSTs
+// included) and failed at the next, "API call rate limit exceeded",
+// retryable. Validation counts the ApiCalls an execution makes at least
+// and refuses it before any call; a budget over a minute lets the calls
+// spread, and is valid.
+func TestCallsPastCallLimitRefused(t *testing.T) {
+	post := op("post", `{"ApiCall":{"method":"POST","url":"https://api.example.com/users","body":{},"outputPath":"/workflow/p"}}`)
+	wait := op("w", `{"Wait":{"duration":0}}`)
+	cond := op("c", `{"Conditional":{"condition":{"path":"/workflow/p","operator":"==","value":1},"ifTrue":["post","post"],"ifFalse":["w"]}}`)
+	for _, tc := range []struct {
+		name               string
+		perMinute, perHour int
+		budget             time.Duration
+		order              []string
+		want               string // "": valid
+	}{
+		{"per minute", 3, 0, 0, []string{"post", "post", "post", "post"}, "at least 4 API calls"},
+		{"at the limit", 3, 0, 0, []string{"post", "post", "post"}, ""},
+		{"a branch may call none", 3, 0, 0, []string{"post", "post", "post", "c", "c"}, ""},
+		{"a budget over a minute", 3, 0, 2 * time.Minute, []string{"post", "post", "post", "post"}, ""},
+		{"per hour", 100, 3, 2 * time.Minute, []string{"post", "post", "post", "post"}, "at least 4 API calls"},
+	} {
+		en := newEnv(t, func(o *Options) {
+			o.Limits.MaxExecutionTime = tc.budget
+			o.Limiter = NewWindowLimiter(tc.perMinute, tc.perHour, o.Clock)
+		})
+		wf := strings.ReplaceAll(lines(post, wait, cond, begin(tc.order...)), "https://api.example.com", en.api.URL)
+		_, res := en.e.Validate("agent-1", wf)
+		if tc.want == "" {
+			if !res.Valid {
+				t.Errorf("%s: %+v; want valid", tc.name, res.Errors)
+			}
+			continue
+		}
+		if res.Valid || len(res.Errors) != 1 || res.Errors[0].Code != CodeLimit || res.Errors[0].Field != "operationOrder" ||
+			!strings.Contains(res.Errors[0].Message, tc.want) {
+			t.Errorf("%s: %+v; want one %s error on operationOrder saying %q", tc.name, res, CodeLimit, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -26,8 +27,11 @@ type validator struct {
 	policy    *Policy // nil: permissions are not checked
 	vault     *Vault
 	storages  []string // storage types available; nil: not checked
-	reached   map[string]bool
-	checked   map[string]bool
+	// calls is the executor's API-call limiter when it is a WindowLimiter
+	// (its limits known): nil, not checked.
+	calls   *WindowLimiter
+	reached map[string]bool
+	checked map[string]bool
 	// visits counts the operations walk checked; past maxWalk the walk
 	// stops with a limit error: Conditionals and Loops that list the same
 	// operations many times expand exponentially.
@@ -108,9 +112,11 @@ func (v *validator) run() {
 		v.walk(wf.Order, &scope{}, nil, wf.BeginLine, "")
 	}
 	// static step budget: each listing runs at least once
-	if runs := v.minRuns(wf.Order, map[string]int{}); v.limits.MaxSteps > 0 && runs > v.limits.MaxSteps {
+	if runs := v.minRuns(wf.Order, map[string]int{}, nil); v.limits.MaxSteps > 0 && runs > v.limits.MaxSteps {
 		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "an execution would run at least %d operations, more than the %d it may run "+
 			"(each listing in operationOrder runs, with a Conditional's shorter branch; a Loop may run none)", runs, v.limits.MaxSteps)
+	} else if v.calls != nil {
+		v.checkCalls()
 	}
 	// static wait budget
 	var waited time.Duration
@@ -139,7 +145,9 @@ func (v *validator) run() {
 // the Conditionals' branches grows exponentially), and counts an
 // operation that runs itself again (a cycle, refused by walk) once. memo
 // holds each operation's count, -1 while it is counted.
-func (v *validator) minRuns(ids []string, memo map[string]int) int {
+//
+// With typ set, it counts the runs of operations of that type only.
+func (v *validator) minRuns(ids []string, memo map[string]int, typ *string) int {
 	n := 0
 	for _, id := range ids {
 		if n > v.limits.MaxSteps {
@@ -149,22 +157,49 @@ func (v *validator) minRuns(ids []string, memo map[string]int) int {
 		if op == nil || op.Type == "" {
 			continue // refused elsewhere; runs nothing
 		}
+		self := 0
+		if typ == nil || op.Type == *typ {
+			self = 1
+		}
 		runs, ok := memo[id]
 		switch {
 		case ok && runs < 0: // a cycle
-			runs = 1
+			runs = self
 		case ok:
 		default:
 			memo[id] = -1
-			runs = 1
+			runs = self
 			if c := op.Conditional; op.Type == OpConditional && c != nil {
-				runs += min(v.minRuns(c.IfTrue, memo), v.minRuns(c.IfFalse, memo))
+				runs += min(v.minRuns(c.IfTrue, memo, typ), v.minRuns(c.IfFalse, memo, typ))
 			}
 			memo[id] = runs
 		}
 		n += runs
 	}
 	return n
+}
+
+// checkCalls refuses a workflow whose ApiCalls the API-call limiter (the
+// executor's [WindowLimiter], sliding windows) is sure to refuse: more
+// calls at least than PerHour, or than PerMinute when maxExecutionTime
+// fits in a minute (all its calls then fall in one minute's window). Such
+// an execution made the calls the limit let through, then failed,
+// retryable, every time.
+func (v *validator) checkCalls() {
+	api := OpApiCall
+	calls := v.minRuns(v.wf.Order, map[string]int{}, &api)
+	var limit int
+	var window string
+	switch maxT := v.maxExecutionTime(); {
+	case v.calls.PerHour > 0 && calls > v.calls.PerHour:
+		limit, window = v.calls.PerHour, "per hour (E2A_WORKFLOW_API_CALLS_PER_HOUR)"
+	case v.calls.PerMinute > 0 && calls > v.calls.PerMinute && maxT > 0 && maxT <= time.Minute:
+		limit, window = v.calls.PerMinute, fmt.Sprintf("per minute (E2A_WORKFLOW_API_CALLS_PER_MINUTE), and maxExecutionTime %v fits in a minute", maxT)
+	default:
+		return
+	}
+	v.rep.errorf(v.wf.BeginLine, "", "operationOrder", CodeLimit, "an execution would make at least %d API calls "+
+		"(each ApiCall listed in operationOrder, with a Conditional's shorter branch; a Loop's may make none); an agent may make %d %s", calls, limit, window)
 }
 
 func (v *validator) maxExecutionTime() time.Duration {
