@@ -338,6 +338,11 @@ func (e *Executor) Capabilities(principal string) Capabilities {
 		"maxExecutionTime": maxT.Milliseconds(), "maxOperations": maxOps,
 		"maxResponseBytes": e.limits.MaxResponseBytes, "maxLoopIterations": e.limits.MaxLoopIterations,
 		"storage": e.storageKinds(), "operators": Operators, "transforms": Transforms, "mergeStrategies": MergeStrategies,
+		"maxSteps": e.limits.MaxSteps, "maxNesting": e.limits.MaxNesting, "maxStoreBytes": e.limits.MaxStoreBytes,
+		"maxDataBytes": e.limits.MaxDataBytes,
+	}
+	if wl, ok := e.limiter.(*WindowLimiter); ok { // a limiter whose limits are known
+		c.SecurityConstraints["apiCallsPerMinute"], c.SecurityConstraints["apiCallsPerHour"] = wl.PerMinute, wl.PerHour
 	}
 	return c
 }

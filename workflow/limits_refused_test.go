@@ -254,3 +254,27 @@ func TestCallsPastCallLimitRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestCapabilitiesNameTheLimits: an agent learns the limits a workflow is
+// held to from /api/v1/capabilities' securityConstraints. It named
+// maxExecutionTime, maxOperations, maxResponseBytes and maxLoopIterations,
+// not the operations run (MaxSteps), the nesting, the bytes of a
+// StoreData value and of the outputs, or the API calls per minute and hour,
+// which refuse a workflow at validation too
+// (TestStepsPastMaxStepsRefused, TestCallsPastCallLimitRefused). The call
+// limits are named only when the executor knows them (a WindowLimiter).
+func TestCapabilitiesNameTheLimits(t *testing.T) {
+	e := New(Options{Limits: Limits{MaxSteps: 7, MaxNesting: 3, MaxStoreBytes: 1000, MaxDataBytes: 5000},
+		Limiter: NewWindowLimiter(4, 40, nil)})
+	got := e.Capabilities("agent-1").SecurityConstraints
+	for k, want := range map[string]any{"maxSteps": 7, "maxNesting": 3, "maxStoreBytes": 1000, "maxDataBytes": 5000,
+		"apiCallsPerMinute": 4, "apiCallsPerHour": 40} {
+		if got[k] != want {
+			t.Errorf("securityConstraints[%q] = %v, want %v", k, got[k], want)
+		}
+	}
+	got = New(Options{Limiter: allowAll{}}).Capabilities("agent-1").SecurityConstraints
+	if _, ok := got["apiCallsPerMinute"]; ok || got["maxSteps"] != DefaultLimits().MaxSteps {
+		t.Errorf("another limiter: %v; want no call limits named, maxSteps %d", got, DefaultLimits().MaxSteps)
+	}
+}
