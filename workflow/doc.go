@@ -177,7 +177,8 @@
 //     operationOrder) before any operation acts, and so is one sure to
 //     pass the [WindowLimiter]'s API calls (its ApiCalls counted the same
 //     way: more than PerHour, or than PerMinute when maxExecutionTime fits
-//     in a minute). [Executor.Capabilities] names the limits in
+//     in a minute), or whose Waits fill maxExecutionTime (those it is sure
+//     to run, counted the same way). [Executor.Capabilities] names the limits in
 //     securityConstraints: the spec's maxExecutionTime and maxOperations,
 //     and maxResponseBytes, maxLoopIterations, maxSteps, maxNesting,
 //     maxStoreBytes, maxDataBytes, and apiCallsPerMinute and

@@ -278,3 +278,34 @@ func TestCapabilitiesNameTheLimits(t *testing.T) {
 		t.Errorf("another limiter: %v; want no call limits named, maxSteps %d", got, DefaultLimits().MaxSteps)
 	}
 }
+
+// TestBranchWaitsFillingBudgetRefused: validation refuses Waits that add
+// up to maxExecutionTime (TestWaitsFillingBudgetRefused), but counted only
+// those listed in operationOrder: a Conditional waiting in both branches
+// was valid, and every execution ended with a TimeoutError (not
+// retryable). The Waits an execution is sure to run are counted: a
+// Conditional's shorter branch, none of a Loop's.
+func TestBranchWaitsFillingBudgetRefused(t *testing.T) {
+	en := newEnv(t, func(o *Options) { o.Limits.MaxExecutionTime = 300 * time.Millisecond })
+	get := op("get", `{"ApiCall":{"method":"GET","url":"https://api.example.com/users","outputPath":"/workflow/users"}}`)
+	w, w2 := op("w", `{"Wait":{"duration":100}}`), op("w2", `{"Wait":{"duration":250}}`)
+	cond := func(ifFalse string) string {
+		return op("c", `{"Conditional":{"condition":{"path":"/workflow/users","operator":"==","value":1},"ifTrue":["w2"],"ifFalse":`+ifFalse+`}}`)
+	}
+	loop := op("l", `{"Loop":{"inputPath":"/workflow/users","operations":["w2"]}}`)
+	for _, tc := range []struct {
+		name  string
+		wf    string
+		valid bool
+	}{
+		{"both branches wait", lines(get, w, w2, cond(`["w","w","w"]`), begin("get", "w", "c")), false}, // 100 + min(250, 300)
+		{"one branch waits less", lines(get, w, w2, cond(`["w"]`), begin("get", "w", "c")), true},       // 100 + min(250, 100)
+		{"a loop may wait none", lines(get, w, w2, loop, begin("get", "w", "l")), true},
+	} {
+		wf := strings.ReplaceAll(tc.wf, "https://api.example.com", en.api.URL)
+		_, res := en.e.Validate("agent-1", wf)
+		if tc.valid != res.Valid || !tc.valid && (len(res.Errors) != 1 || res.Errors[0].Code != CodeLimit || res.Errors[0].Field != "operationOrder") {
+			t.Errorf("%s: %+v; want valid %v (else one %s error on operationOrder)", tc.name, res, tc.valid, CodeLimit)
+		}
+	}
+}

@@ -112,23 +112,19 @@ func (v *validator) run() {
 		v.walk(wf.Order, &scope{}, nil, wf.BeginLine, "")
 	}
 	// static step budget: each listing runs at least once
-	if runs := v.minRuns(wf.Order, map[string]int{}, nil); v.limits.MaxSteps > 0 && runs > v.limits.MaxSteps {
+	if runs := v.least(wf.Order, one, int64(v.limits.MaxSteps)); v.limits.MaxSteps > 0 && runs > int64(v.limits.MaxSteps) {
 		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "an execution would run at least %d operations, more than the %d it may run "+
 			"(each listing in operationOrder runs, with a Conditional's shorter branch; a Loop may run none)", runs, v.limits.MaxSteps)
 	} else if v.calls != nil {
 		v.checkCalls()
 	}
-	// static wait budget
-	var waited time.Duration
-	for _, id := range wf.Order {
-		if op := wf.Operations[id]; op != nil && op.Type == OpWait {
-			waited += op.Wait.Duration
-		}
-	}
-	// As long as the budget fails too: the clock has moved when the last
-	// Wait starts, and the executor refuses a Wait longer than what is left.
-	if maxT := v.maxExecutionTime(); maxT > 0 && waited >= maxT {
-		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "the Wait operations add up to %v, at least maxExecutionTime %v: the execution would always time out", waited, maxT)
+	// static wait budget: the Waits an execution runs at least. As long as
+	// the budget fails too: the clock has moved when the last Wait starts,
+	// and the executor refuses a Wait longer than what is left.
+	maxT := v.maxExecutionTime()
+	if waited := time.Duration(v.least(wf.Order, waits, int64(maxT))); maxT > 0 && waited >= maxT {
+		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "the Wait operations add up to %v, at least maxExecutionTime %v: the execution would always time out "+
+			"(each Wait listed in operationOrder, with a Conditional's shorter branch; a Loop's may run none)", waited, maxT)
 	}
 	for _, id := range wf.Defined {
 		if !v.reached[id] && wf.BeginLine != 0 {
@@ -138,45 +134,61 @@ func (v *validator) run() {
 	}
 }
 
-// minRuns is how many operations an execution of ids runs at least,
-// counting each listing (an id listed twice runs twice): one per
-// operation, and for a Conditional its shorter branch too (a Loop may run
-// over no element). It stops counting past Limits.MaxSteps (the sum of
-// the Conditionals' branches grows exponentially), and counts an
-// operation that runs itself again (a cycle, refused by walk) once. memo
-// holds each operation's count, -1 while it is counted.
-//
-// With typ set, it counts the runs of operations of that type only.
-func (v *validator) minRuns(ids []string, memo map[string]int, typ *string) int {
-	n := 0
+// least is the least an execution of ids adds up of weight: each listing
+// counts (an id listed twice counts twice), a Conditional with its shorter
+// branch, a Loop alone (it may run over no element). It stops adding past
+// limit (the sums of the Conditionals' branches grow exponentially), and
+// counts an operation that runs itself again (a cycle, refused by walk)
+// alone.
+func (v *validator) least(ids []string, weight func(*Operation) int64, limit int64) int64 {
+	return v.leastOf(ids, weight, limit, map[string]int64{})
+}
+
+// leastOf is least with memo, each operation's sum, -1 while it is added.
+func (v *validator) leastOf(ids []string, weight func(*Operation) int64, limit int64, memo map[string]int64) int64 {
+	var n int64
 	for _, id := range ids {
-		if n > v.limits.MaxSteps {
+		if n > limit {
 			break
 		}
 		op := v.wf.Operations[id]
 		if op == nil || op.Type == "" {
 			continue // refused elsewhere; runs nothing
 		}
-		self := 0
-		if typ == nil || op.Type == *typ {
-			self = 1
-		}
-		runs, ok := memo[id]
+		sum, ok := memo[id]
 		switch {
-		case ok && runs < 0: // a cycle
-			runs = self
+		case ok && sum < 0: // a cycle
+			sum = weight(op)
 		case ok:
 		default:
 			memo[id] = -1
-			runs = self
+			sum = weight(op)
 			if c := op.Conditional; op.Type == OpConditional && c != nil {
-				runs += min(v.minRuns(c.IfTrue, memo, typ), v.minRuns(c.IfFalse, memo, typ))
+				sum += min(v.leastOf(c.IfTrue, weight, limit, memo), v.leastOf(c.IfFalse, weight, limit, memo))
 			}
-			memo[id] = runs
+			memo[id] = sum
 		}
-		n += runs
+		n += sum
 	}
 	return n
+}
+
+// Weights of least: one per operation run, one per ApiCall, a Wait's
+// duration.
+func one(*Operation) int64 { return 1 }
+
+func apiCalls(op *Operation) int64 {
+	if op.Type == OpApiCall {
+		return 1
+	}
+	return 0
+}
+
+func waits(op *Operation) int64 {
+	if op.Type == OpWait && op.Wait != nil {
+		return int64(op.Wait.Duration)
+	}
+	return 0
 }
 
 // checkCalls refuses a workflow whose ApiCalls the API-call limiter (the
@@ -186,14 +198,13 @@ func (v *validator) minRuns(ids []string, memo map[string]int, typ *string) int 
 // an execution made the calls the limit let through, then failed,
 // retryable, every time.
 func (v *validator) checkCalls() {
-	api := OpApiCall
-	calls := v.minRuns(v.wf.Order, map[string]int{}, &api)
+	calls := v.least(v.wf.Order, apiCalls, int64(max(v.calls.PerHour, v.calls.PerMinute)))
 	var limit int
 	var window string
 	switch maxT := v.maxExecutionTime(); {
-	case v.calls.PerHour > 0 && calls > v.calls.PerHour:
+	case v.calls.PerHour > 0 && calls > int64(v.calls.PerHour):
 		limit, window = v.calls.PerHour, "per hour (E2A_WORKFLOW_API_CALLS_PER_HOUR)"
-	case v.calls.PerMinute > 0 && calls > v.calls.PerMinute && maxT > 0 && maxT <= time.Minute:
+	case v.calls.PerMinute > 0 && calls > int64(v.calls.PerMinute) && maxT > 0 && maxT <= time.Minute:
 		limit, window = v.calls.PerMinute, fmt.Sprintf("per minute (E2A_WORKFLOW_API_CALLS_PER_MINUTE), and maxExecutionTime %v fits in a minute", maxT)
 	default:
 		return
