@@ -176,8 +176,9 @@
 //     too, a Loop none) is refused by validation (CodeLimit on
 //     operationOrder) before any operation acts, and so is one sure to
 //     pass the [WindowLimiter]'s API calls (its ApiCalls counted the same
-//     way: more than PerHour, or than PerMinute when maxExecutionTime fits
-//     in a minute), or whose Waits fill maxExecutionTime (those it is sure
+//     way: more than PerMinute when maxExecutionTime fits in a minute, or
+//     than PerHour when it fits in an hour; not checked by a validate-only
+//     executor, which does not know the caller's budget), or whose Waits fill maxExecutionTime (those it is sure
 //     to run, counted the same way). [Executor.Capabilities] names the limits in
 //     securityConstraints: the spec's maxExecutionTime and maxOperations,
 //     and maxResponseBytes, maxLoopIterations, maxSteps, maxNesting,

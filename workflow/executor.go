@@ -215,8 +215,11 @@ func (e *Executor) Validate(principal, text string) (*Workflow, ValidationResult
 	v := validator{wf: wf, rep: &rep, limits: e.limits, principal: principal, policy: e.policy(), vault: e.opts.Vault, storages: e.storageKinds()}
 	if e.opts.ValidateOnly {
 		v.policy, v.vault = nil, nil
+	} else {
+		// (a validate-only executor does not know the caller's
+		// maxExecutionTime, which the call check needs: the pool's)
+		v.calls, _ = e.limiter.(*WindowLimiter)
 	}
-	v.calls, _ = e.limiter.(*WindowLimiter)
 	v.run()
 	res := rep.result()
 	if e.opts.ValidateOnly {

@@ -235,6 +235,7 @@ func TestCallsPastCallLimitRefused(t *testing.T) {
 		{"a branch may call none", 3, 0, 0, []string{"post", "post", "post", "c", "c"}, ""},
 		{"a budget over a minute", 3, 0, 2 * time.Minute, []string{"post", "post", "post", "post"}, ""},
 		{"per hour", 100, 3, 2 * time.Minute, []string{"post", "post", "post", "post"}, "at least 4 API calls"},
+		{"a budget over an hour", 100, 3, 2 * time.Hour, []string{"post", "post", "post", "post"}, ""},
 	} {
 		en := newEnv(t, func(o *Options) {
 			o.Limits.MaxExecutionTime = tc.budget
@@ -252,6 +253,14 @@ func TestCallsPastCallLimitRefused(t *testing.T) {
 			!strings.Contains(res.Errors[0].Message, tc.want) {
 			t.Errorf("%s: %+v; want one %s error on operationOrder saying %q", tc.name, res, CodeLimit, tc.want)
 		}
+	}
+	// An executor that validates for the pool (serve) does not know the
+	// caller's maxExecutionTime (the pool's policy file may give it more
+	// than a minute): it leaves the check to the pool.
+	e := New(Options{ValidateOnly: true, Limiter: NewWindowLimiter(3, 0, nil)})
+	wf := lines(post, begin("post", "post", "post", "post"))
+	if _, res := e.Validate("agent-1", wf); !res.Valid {
+		t.Errorf("validate-only: %+v; want valid, left to the pool", res.Errors)
 	}
 }
 

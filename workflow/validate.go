@@ -112,7 +112,7 @@ func (v *validator) run() {
 		v.walk(wf.Order, &scope{}, nil, wf.BeginLine, "")
 	}
 	// static step budget: each listing runs at least once
-	if runs := v.least(wf.Order, one, int64(v.limits.MaxSteps)); v.limits.MaxSteps > 0 && runs > int64(v.limits.MaxSteps) {
+	if runs := v.least(wf.Order, runWeight, int64(v.limits.MaxSteps)); v.limits.MaxSteps > 0 && runs > int64(v.limits.MaxSteps) {
 		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "an execution would run at least %d operations, more than the %d it may run "+
 			"(each listing in operationOrder runs, with a Conditional's shorter branch; a Loop may run none)", runs, v.limits.MaxSteps)
 	} else if v.calls != nil {
@@ -122,7 +122,7 @@ func (v *validator) run() {
 	// the budget fails too: the clock has moved when the last Wait starts,
 	// and the executor refuses a Wait longer than what is left.
 	maxT := v.maxExecutionTime()
-	if waited := time.Duration(v.least(wf.Order, waits, int64(maxT))); maxT > 0 && waited >= maxT {
+	if waited := time.Duration(v.least(wf.Order, waitWeight, int64(maxT))); maxT > 0 && waited >= maxT {
 		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "the Wait operations add up to %v, at least maxExecutionTime %v: the execution would always time out "+
 			"(each Wait listed in operationOrder, with a Conditional's shorter branch; a Loop's may run none)", waited, maxT)
 	}
@@ -175,16 +175,16 @@ func (v *validator) leastOf(ids []string, weight func(*Operation) int64, limit i
 
 // Weights of least: one per operation run, one per ApiCall, a Wait's
 // duration.
-func one(*Operation) int64 { return 1 }
+func runWeight(*Operation) int64 { return 1 }
 
-func apiCalls(op *Operation) int64 {
+func callWeight(op *Operation) int64 {
 	if op.Type == OpApiCall {
 		return 1
 	}
 	return 0
 }
 
-func waits(op *Operation) int64 {
+func waitWeight(op *Operation) int64 {
 	if op.Type == OpWait && op.Wait != nil {
 		return int64(op.Wait.Duration)
 	}
@@ -193,17 +193,17 @@ func waits(op *Operation) int64 {
 
 // checkCalls refuses a workflow whose ApiCalls the API-call limiter (the
 // executor's [WindowLimiter], sliding windows) is sure to refuse: more
-// calls at least than PerHour, or than PerMinute when maxExecutionTime
-// fits in a minute (all its calls then fall in one minute's window). Such
-// an execution made the calls the limit let through, then failed,
-// retryable, every time.
+// calls at least than PerMinute when maxExecutionTime fits in a minute, or
+// than PerHour when it fits in an hour (all its calls then fall in one
+// window; a longer budget lets Waits spread them). Such an execution made
+// the calls the limit let through, then failed, retryable, every time.
 func (v *validator) checkCalls() {
-	calls := v.least(v.wf.Order, apiCalls, int64(max(v.calls.PerHour, v.calls.PerMinute)))
+	calls := v.least(v.wf.Order, callWeight, int64(max(v.calls.PerHour, v.calls.PerMinute)))
 	var limit int
 	var window string
 	switch maxT := v.maxExecutionTime(); {
-	case v.calls.PerHour > 0 && calls > int64(v.calls.PerHour):
-		limit, window = v.calls.PerHour, "per hour (E2A_WORKFLOW_API_CALLS_PER_HOUR)"
+	case v.calls.PerHour > 0 && calls > int64(v.calls.PerHour) && maxT > 0 && maxT <= time.Hour:
+		limit, window = v.calls.PerHour, fmt.Sprintf("per hour (E2A_WORKFLOW_API_CALLS_PER_HOUR), and maxExecutionTime %v fits in an hour", maxT)
 	case v.calls.PerMinute > 0 && calls > int64(v.calls.PerMinute) && maxT > 0 && maxT <= time.Minute:
 		limit, window = v.calls.PerMinute, fmt.Sprintf("per minute (E2A_WORKFLOW_API_CALLS_PER_MINUTE), and maxExecutionTime %v fits in a minute", maxT)
 	default:
