@@ -417,7 +417,7 @@ func TestDeployWorkflowSettingsOnlyOnThePool(t *testing.T) {
 		t.Errorf("with E2A_WORKFLOW_* on the workflow pool as deploy/k8s/agent-workflow.yaml says, a workflow calling the allowed API with the pool's credential must run through e2a serve's REST API; got %d %s", code, resp)
 	}
 	code, resp = rd.do(t, ctx, http.MethodPost, "/api/v1/workflows/validate", "", string(body))
-	if code != http.StatusOK || !strings.Contains(resp, `"valid":true`) || !strings.Contains(resp, `"deferred":["operation_permissions","api_knowledge_base","credentials"]`) {
+	if code != http.StatusOK || !strings.Contains(resp, `"valid":true`) || !strings.Contains(resp, `"deferred":["operation_permissions","api_knowledge_base","credentials","principal_limits"]`) {
 		t.Errorf("serve's /validate must say which checks it leaves to the pool; got %d %s", code, resp)
 	}
 	// Refused by the pool before it runs anything: the client gets the

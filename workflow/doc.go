@@ -13,8 +13,8 @@
 //     is a [ValidationResult] {valid, errors, warnings}. An executor with
 //     [Options.ValidateOnly] validates for the one that runs the workflow
 //     (`e2a serve` for the workflow pool): it leaves the operation
-//     permissions, the API knowledge base and the credentials to it
-//     (ValidationResult.Deferred), and [API]'s execute answers that
+//     permissions, the API knowledge base, the credentials and the limits
+//     a policy sets per principal to it (ValidationResult.Deferred), and [API]'s execute answers that
 //     executor's refusal as its own (403 PermissionError, 400
 //     ValidationError). [API]'s validate and execute both hold
 //     MaxWorkflowBytes against the text an execution publishes (the

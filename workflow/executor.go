@@ -127,8 +127,10 @@ type Options struct {
 	// runs the workflows (`e2a serve`'s REST API, in front of the workflow
 	// pool): Validate checks structure, references, data flow, types,
 	// storage types (Storage's Kinds: give it the runner's, e.g.
-	// [StorageKinds]) and limits, and leaves the operation types a policy
-	// permits, the API knowledge base and credential access to the
+	// [StorageKinds]) and the limits no policy sets per principal, and
+	// leaves the operation types a policy permits, the API knowledge base,
+	// credential access and the per-principal limits (maxOperations,
+	// maxExecutionTime: the Waits' budget, the API calls) to the
 	// executor that runs the workflow, which holds the policy and the
 	// vault and refuses a workflow in the same error shape
 	// (ValidationResult.Deferred lists these checks). Policy and Vault are
@@ -207,17 +209,18 @@ func (e *Executor) Vault() *Vault { return e.opts.Vault }
 // references, data-model dependencies, types, limits, operation
 // permissions, the API knowledge base (hosts, methods and paths known
 // before execution) and credential access; with Options.ValidateOnly, not
-// the last three, which the result lists as Deferred. It never executes
-// anything.
+// the last three nor the limits a policy may set per principal, which the
+// result lists as Deferred. It never executes anything.
 func (e *Executor) Validate(principal, text string) (*Workflow, ValidationResult) {
 	var rep report
 	wf := parse(text, &rep)
 	v := validator{wf: wf, rep: &rep, limits: e.limits, principal: principal, policy: e.policy(), vault: e.opts.Vault, storages: e.storageKinds()}
 	if e.opts.ValidateOnly {
-		v.policy, v.vault = nil, nil
+		// without the policy, the caller's maxOperations and
+		// maxExecutionTime (which the Waits' and the calls' checks need)
+		// are unknown: the runner's (CheckPrincipalLimits)
+		v.policy, v.vault, v.deferLimits = nil, nil, true
 	} else {
-		// (a validate-only executor does not know the caller's
-		// maxExecutionTime, which the call check needs: the pool's)
 		v.calls, _ = e.limiter.(*WindowLimiter)
 	}
 	v.run()
@@ -240,12 +243,16 @@ const (
 	// CheckCredentials: the credentialRefs the vault holds for the
 	// principal and the API.
 	CheckCredentials = "credentials"
+	// CheckPrincipalLimits: the limits the policy may set per principal
+	// (PrincipalPolicy: maxOperations, maxExecutionTime, against which
+	// the Waits and the API calls a workflow is sure to make are held).
+	CheckPrincipalLimits = "principal_limits"
 )
 
 // DeferredChecks lists the checks a ValidateOnly executor leaves to the
 // executor that runs the workflow.
 func DeferredChecks() []string {
-	return []string{CheckOperationPermissions, CheckAPIKnowledgeBase, CheckCredentials}
+	return []string{CheckOperationPermissions, CheckAPIKnowledgeBase, CheckCredentials, CheckPrincipalLimits}
 }
 
 func (e *Executor) policy() *Policy {

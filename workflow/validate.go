@@ -29,9 +29,13 @@ type validator struct {
 	storages  []string // storage types available; nil: not checked
 	// calls is the executor's API-call limiter when it is a WindowLimiter
 	// (its limits known): nil, not checked.
-	calls   *WindowLimiter
-	reached map[string]bool
-	checked map[string]bool
+	calls *WindowLimiter
+	// deferLimits: maxOperations and maxExecutionTime (the Waits' budget),
+	// which the policy may set per principal, are not checked (a
+	// validate-only executor, which has no policy: CheckPrincipalLimits).
+	deferLimits bool
+	reached     map[string]bool
+	checked     map[string]bool
 	// visits counts the operations walk checked; past maxWalk the walk
 	// stops with a limit error: Conditionals and Loops that list the same
 	// operations many times expand exponentially.
@@ -101,7 +105,7 @@ func (v *validator) run() {
 	if pp, ok := v.policy.principal(v.principal); ok && pp.MaxOperations > 0 {
 		maxOps = pp.MaxOperations
 	}
-	if maxOps > 0 && len(wf.Defined) > maxOps {
+	if !v.deferLimits && maxOps > 0 && len(wf.Defined) > maxOps {
 		id := wf.Defined[maxOps]
 		v.rep.errorf(wf.Operations[id].Line, id, "", CodeLimit, "the workflow defines %d operations; at most %d are allowed", len(wf.Defined), maxOps)
 	}
@@ -122,7 +126,7 @@ func (v *validator) run() {
 	// the budget fails too: the clock has moved when the last Wait starts,
 	// and the executor refuses a Wait longer than what is left.
 	maxT := v.maxExecutionTime()
-	if waited := time.Duration(v.least(wf.Order, waitWeight, int64(maxT))); maxT > 0 && waited >= maxT {
+	if waited := time.Duration(v.least(wf.Order, waitWeight, int64(maxT))); !v.deferLimits && maxT > 0 && waited >= maxT {
 		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "the Wait operations add up to %v, at least maxExecutionTime %v: the execution would always time out "+
 			"(each Wait listed in operationOrder, with a Conditional's shorter branch; a Loop's may run none)", waited, maxT)
 	}

@@ -3,6 +3,7 @@ package workflow
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -110,5 +111,35 @@ func TestValidateOnlyLeavesPermissionsToTheRunner(t *testing.T) {
 	}
 	if _, err := (StorageKinds{StorageLocal}).Store(t.Context(), StoreScope{}, StorageLocal, "k", nil); !errors.Is(err, ErrValidateOnly) {
 		t.Errorf("StorageKinds stores nothing: %v", err)
+	}
+}
+
+// TestValidateOnlyLeavesPrincipalLimitsToTheRunner: the runner's policy
+// may give a principal more operations or a longer maxExecutionTime than
+// the global limits (PrincipalPolicy). The front (`e2a serve`, no policy)
+// judged every principal by the global ones: a workflow the runner would
+// run for agent-1 (21 operations, 42 s of Waits, allowed 30 and 120 s)
+// was refused by the front's /validate and /execute. The front leaves
+// those limits to the runner and says so (principal_limits in deferred);
+// the runner holds each principal to its own.
+func TestValidateOnlyLeavesPrincipalLimitsToTheRunner(t *testing.T) {
+	runner := newEnv(t, func(o *Options) {
+		o.Policy.Principals = map[string]PrincipalPolicy{"agent-1": {MaxOperations: 30, MaxExecutionTimeMs: 120000}}
+	})
+	front := New(Options{ValidateOnly: true})
+	var ops, ids []string
+	for i := range 21 {
+		ids = append(ids, fmt.Sprintf("w%d", i))
+		ops = append(ops, op(ids[i], `{"Wait":{"duration":2000}}`))
+	}
+	wf := lines(append(ops, begin(ids...))...)
+	if _, res := front.Validate("agent-1", wf); !res.Valid || !slices.Contains(res.Deferred, "principal_limits") {
+		t.Errorf("the front: %+v; want valid, principal_limits deferred", res)
+	}
+	if _, res := runner.e.Validate("agent-1", wf); !res.Valid {
+		t.Errorf("the runner, for agent-1: %+v; want valid", res.Errors)
+	}
+	if _, res := runner.e.Validate("agent-2", wf); res.Valid || len(res.Errors) != 2 || res.Errors[0].Code != CodeLimit || res.Errors[1].Code != CodeLimit {
+		t.Errorf("the runner, for agent-2: %+v; want the operations and the Waits refused", res.Errors)
 	}
 }
