@@ -321,9 +321,17 @@ func (x *execution) attempt(ctx context.Context, pc *preparedCall) (_ any, err e
 		return nil, err
 	}
 	defer resp.Body.Close()
+	// The answer's read ends with the call's timeout too: net/http ends
+	// it with actx for every answer but a 101 Switching Protocols, whose
+	// body is the raw connection, read for ever from an API that then
+	// sends nothing.
+	defer context.AfterFunc(actx, func() { _ = resp.Body.Close() })()
 	max := x.e.limits.MaxResponseBytes
 	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
+		if cerr := actx.Err(); cerr != nil {
+			return nil, cerr // cut by the timeout (or the execution's end), not the API
+		}
 		return nil, err
 	}
 	// A non-2xx answer is judged by its status (spec §10: 5xx, 408 and 429

@@ -194,7 +194,9 @@
 // permission and size errors are not retried. A final error's retryable
 // tells whether running the workflow again may succeed: a TimeoutError of
 // maxExecutionTime is (spec §10: timeout errors are retryable), unless the
-// workflow's own Waits fill the budget alone.
+// workflow's own Waits fill the budget alone. An attempt's timeout bounds
+// the read of its answer too, a 101 Switching Protocols' included (whose
+// body net/http leaves unbounded).
 //
 // Results are cached per type (ApiCall GET 5 min, FilterData and
 // TransformData 1 min, others never), keyed by the SHA-256 of the type and
