@@ -8,3 +8,8 @@ package audit
 func SetScanWindow(a *Auditor, n int, peak func(open, finished, early int)) {
 	a.scanWindow, a.scanPeak = n, peak
 }
+
+// SetTailLive sets fn to be told, by the live subscription of each Tail of
+// a, of each live message whether it was queued and the bytes the queue
+// held with it.
+func SetTailLive(a *Auditor, fn func(held int64, queued bool)) { a.tailLive = fn }

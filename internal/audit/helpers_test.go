@@ -119,11 +119,17 @@ type recorder struct {
 	mu   sync.Mutex
 	recs []audit.Record
 	ch   chan audit.Record
+	// gate, when set before the recorder is used, is called with each
+	// record before it is taken (a reader that stalls).
+	gate func(audit.Record)
 }
 
 func newRecorder() *recorder { return &recorder{ch: make(chan audit.Record, 1024)} }
 
 func (r *recorder) emit(rec audit.Record) error {
+	if r.gate != nil {
+		r.gate(rec)
+	}
 	r.mu.Lock()
 	r.recs = append(r.recs, rec)
 	r.mu.Unlock()

@@ -45,6 +45,10 @@ type Auditor struct {
 	// each audit scan the most it held at once (auditScan.peak).
 	scanWindow int
 	scanPeak   func(open, finished, early int)
+	// tailLive, when set (tests), is told by Tail's live subscription of
+	// each live message whether it was queued, and the bytes the queue held
+	// with it.
+	tailLive func(held int64, queued bool)
 }
 
 // Option configures an Auditor.

@@ -40,6 +40,15 @@ type TailOptions struct {
 	// remembered, their frames dropped unchecked (one forgotten beyond
 	// that has its envelope looked up again at its next frame).
 	MaxTracked int
+	// LiveBytes bounds the bytes (headers and data, as the server counts
+	// them against its max_payload) of the live messages queued while
+	// emit is slower than the traffic (default DefaultTailLiveBytes, 16
+	// MiB, as egress's live buffer, egress.DefaultLiveBytes): beyond it,
+	// or beyond 8192 messages, they are dropped and read back from
+	// E2A_RESPONSES. One message is queued whatever its size when none is.
+	// Bounded in messages alone, the queue held up to 8192 of the largest
+	// message the server takes (8 MB in deploy/nats): 64 GiB.
+	LiveBytes int64
 	// Log receives what Tail rides out: a poll, a read-back or an
 	// envelope's lookup that got no answer (a NATS server restarting),
 	// tried again at the next poll (nil: not logged).
@@ -77,6 +86,9 @@ const defaultMaxTracked = 100_000
 // next live message).
 const liveBuffer = 8192
 
+// DefaultTailLiveBytes is TailOptions.LiveBytes' default.
+const DefaultTailLiveBytes = 16 << 20
+
 // Tail follows live traffic until ctx is done: new requests (read from
 // E2A_REQUESTS every PollInterval, batched direct gets, no consumer) and
 // their frames (the server's republish on e2a.live.>, one message per frame
@@ -105,6 +117,9 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 	if o.MaxTracked <= 0 {
 		o.MaxTracked = defaultMaxTracked
 	}
+	if o.LiveBytes <= 0 {
+		o.LiveBytes = DefaultTailLiveBytes
+	}
 	q := Query{Pool: o.Pool, TaskID: o.TaskID, ContextID: o.ContextID, SessionID: o.SessionID}
 	if o.Pool != "" {
 		if err := subjects.ValidatePool(o.Pool); err != nil {
@@ -122,11 +137,24 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 	reconnects := a.nc.Stats().Reconnects
 	live := make(chan *nats.Msg, liveBuffer)
 	dropped := &atomic.Bool{}
+	var held atomic.Int64 // bytes of the messages in live
 	sub, err := a.nc.Subscribe(subjects.AllLive, func(m *nats.Msg) {
-		select {
-		case live <- m:
-		default: // the gap is refilled from the stream (tailer.resume)
-			dropped.Store(true)
+		n := streams.MessageSize(m)
+		h := held.Add(n)
+		queued := false
+		if h <= o.LiveBytes || h == n {
+			select {
+			case live <- m:
+				queued = true
+			default:
+			}
+		}
+		if !queued {
+			held.Add(-n)
+			dropped.Store(true) // the gap is refilled from the stream (tailer.resume)
+		}
+		if a.tailLive != nil {
+			a.tailLive(h, queued)
 		}
 	})
 	if err != nil {
@@ -169,6 +197,7 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 		case <-ctx.Done():
 			return nil
 		case m := <-live:
+			held.Add(-streams.MessageSize(m))
 			if err := t.frame(ctx, m); err != nil {
 				return nilIfDone(ctx, err)
 			}

@@ -19,9 +19,14 @@ import (
 // subscription is in place (a request stored after Tail started is shown).
 func startTail(t *testing.T, js jetstream.JetStream, a *audit.Auditor, o audit.TailOptions) (*recorder, chan error, context.CancelFunc) {
 	t.Helper()
+	return startTailWith(t, js, a, o, newRecorder())
+}
+
+// startTailWith is startTail recording into rec.
+func startTailWith(t *testing.T, js jetstream.JetStream, a *audit.Auditor, o audit.TailOptions, rec *recorder) (*recorder, chan error, context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	rec := newRecorder()
 	errc := make(chan error, 1)
 	go func() { errc <- a.Tail(ctx, o, rec.emit) }()
 	stop, stopped := make(chan struct{}), make(chan struct{})

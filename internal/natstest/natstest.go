@@ -658,6 +658,16 @@ func PublishBurst(t testing.TB, nc *nats.Conn, requestID string, first int64, ex
 // chunk ("piece <seq>", in progress), or, when final, the final
 // e2a.complete frame (result {"content":"done"}).
 func Frame(id string, seq int64, final bool) []byte {
+	if final {
+		return frame(id, seq, true, "")
+	}
+	return frame(id, seq, false, "piece "+strconv.FormatInt(seq, 10))
+}
+
+// TextFrame builds frame seq of request id, a text chunk of text.
+func TextFrame(id string, seq int64, text string) []byte { return frame(id, seq, false, text) }
+
+func frame(id string, seq int64, final bool, text string) []byte {
 	r := e2a.ResponseFor(&e2a.Envelope{RequestID: id})
 	r.ResponseID = id + "-" + strconv.FormatInt(seq, 10)
 	r.Sequence = seq
@@ -668,7 +678,7 @@ func Frame(id string, seq int64, final bool) []byte {
 		r.Body = e2a.MarshalBody(e2a.CompleteBody{Result: map[string]any{"content": "done"}})
 	} else {
 		r.Status, r.ResponseKind = e2a.StatusInProgress, e2a.KindChunk
-		r.Body = e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "piece " + strconv.FormatInt(seq, 10)})
+		r.Body = e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: text})
 	}
 	b, err := e2a.MarshalResponse(&r)
 	if err != nil {
