@@ -553,6 +553,12 @@ func QueryFromURL(v url.Values, now time.Time) (Query, error) {
 
 func (c *Console) listRequests(w http.ResponseWriter, r *http.Request) {
 	q, err := QueryFromURL(r.URL.Query(), time.Now())
+	if err == nil {
+		// Checked before the user filter is: a bad query on another
+		// principal's requests is refused as one on one's own, not
+		// answered as a search that found nothing.
+		err = q.validate()
+	}
 	if err != nil {
 		badQuery(w, err)
 		return

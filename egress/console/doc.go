@@ -108,7 +108,11 @@
 // (other principals' included, uncounted in scanned: see Page.Partial) and
 // then answers with what it found, Partial, and the cursor to go on from.
 // With several egress processes indexing in parallel, batches of requests a
-// few hundred milliseconds apart may interleave in the list.
+// few hundred milliseconds apart may interleave in the list. A bad
+// parameter (an unknown status, a time that does not parse, until before
+// since, a before that is no number, a limit below 1) is 400 bad_request,
+// whatever user the list names: one naming another principal (not the
+// audit or admin role) is otherwise an empty page, its work none.
 //
 // # Sizes
 //
