@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -162,8 +163,10 @@ type found struct {
 	pool string
 	req  *storedMsg
 	// frames are its stored response messages, each holding one frame or
-	// a burst of them.
+	// a burst of them; rest, when set, yields the ones after them, read as
+	// the request is reported (hotFramesOf).
 	frames []*storedMsg
+	rest   iter.Seq2[*storedMsg, error]
 	// n is its place among the requests a scan of E2A_AUDIT met.
 	n int
 }
@@ -220,7 +223,11 @@ func (rc *replayCtx) framesUntil(req *storedMsg) time.Time {
 // RequestIDs in their order; a scan the hot stream's requests in the
 // order stored, then E2A_AUDIT's in the order they finished (scanAudit,
 // which may add a further summary for a frame stored after a request's
-// final one). It
+// final one). A request's frames are emitted as they are checked, and
+// those of a request whose envelope and frame 0 the hot streams hold (or
+// read with SourceHot) as they are read, a page at a time: a read that
+// fails in the middle of a request returns its error after the records
+// emitted. It
 // returns what it counted; violations are reported in the summaries, not
 // as an error. It returns ErrQuery for an invalid query, the error of emit,
 // and read errors; archived messages only a corrupt batch holds (an
@@ -313,7 +320,7 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 		if f.req, err = a.hotRequest(ctx, rc.requests, id, rc.q.Pool); err != nil {
 			return nil, err
 		}
-		if f.frames, err = a.hotFrames(ctx, rc.responses, id); err != nil {
+		if err := a.hotFramesOf(ctx, rc, f); err != nil {
 			return nil, err
 		}
 	}
@@ -500,15 +507,44 @@ func (rc *replayCtx) report(f *found) error {
 // (which holds every violation its summary reports).
 func (rc *replayCtx) reportChecked(f *found) (*checker, error) {
 	c := newChecker(f.id)
-	var frameRecs []Record
-	for _, m := range f.frames {
+	var envErr error
+	if f.req != nil {
+		_, envErr = e2a.FromJSON(f.req.data)
+		if err := rc.emit(requestRecord(f.req, f.id, f.pool)); err != nil {
+			return nil, err
+		}
+	}
+	// Each frame is emitted as it is checked, those f.rest reads as they
+	// are read: a request's records are not held until its last frame.
+	msgs := 0
+	add := func(m *storedMsg) error {
+		msgs++
 		for _, fr := range c.add(m) {
-			if !rc.q.NoFrames {
-				frameRecs = append(frameRecs, frameRecord(m, f.id, f.pool, fr))
+			if rc.q.NoFrames {
+				continue
+			}
+			if err := rc.emit(frameRecord(m, f.id, f.pool, fr)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, m := range f.frames {
+		if err := add(m); err != nil {
+			return nil, err
+		}
+	}
+	if f.rest != nil {
+		for m, err := range f.rest {
+			if err == nil {
+				err = add(m)
+			}
+			if err != nil {
+				return nil, err
 			}
 		}
 	}
-	if f.req == nil && len(f.frames) > 0 {
+	if f.req == nil && msgs > 0 {
 		// Frames are stored after their envelope, which E2A_AUDIT and the
 		// archive keep as long as them: a request whose frames are found
 		// and envelope is not cannot be audited, a violation (it was
@@ -517,22 +553,12 @@ func (rc *replayCtx) reportChecked(f *found) (*checker, error) {
 		// the violation names the streams read.
 		c.violation("%d frames stored without their envelope: no request %q in %s", c.frames, f.id, rc.envelopeStreams())
 	}
-	if f.req != nil {
-		if _, err := e2a.FromJSON(f.req.data); err != nil {
-			c.violation("envelope at %s %d: %v", f.req.stream, f.req.seq, err)
-		}
-		if err := rc.emit(requestRecord(f.req, f.id, f.pool)); err != nil {
-			return nil, err
-		}
+	if envErr != nil {
+		c.violation("envelope at %s %d: %v", f.req.stream, f.req.seq, envErr)
 	}
 	sum := c.summary(f.req != nil)
-	if f.req == nil && len(f.frames) == 0 {
+	if f.req == nil && msgs == 0 {
 		sum.State = StateNotFound
-	}
-	for _, r := range frameRecs {
-		if err := rc.emit(r); err != nil {
-			return nil, err
-		}
 	}
 	rc.stats.add(sum)
 	return c, rc.emit(Record{Kind: KindSummary, RequestID: f.id, Pool: f.pool, Summary: sum})
@@ -661,8 +687,7 @@ func (a *Auditor) scanHot(ctx context.Context, rc *replayCtx, done map[string]bo
 // the request's time) when the hot stream misses some and the query reads
 // the audit.
 func (a *Auditor) framesOf(ctx context.Context, rc *replayCtx, f *found) error {
-	var err error
-	if f.frames, err = a.hotFrames(ctx, rc.responses, f.id); err != nil {
+	if err := a.hotFramesOf(ctx, rc, f); err != nil {
 		return err
 	}
 	if !rc.useAudit() || !needAudit(f) {
@@ -680,6 +705,24 @@ func (a *Auditor) framesOf(ctx context.Context, rc *replayCtx, f *found) error {
 		f.frames = frames
 	}
 	return nil
+}
+
+// hotFramesOf reads f's frames from the hot stream: the first page, the
+// others left to f.rest (read as f is reported) when the hot stream holds
+// every frame of f that the query reads (no E2A_AUDIT to compare them
+// with), and f is not kept (a bounded search, Request, returns it whole).
+// A replay of a request of 100,000 frames held every one, and its record,
+// before it printed the first (TestReplayStreamsALongRequest).
+func (a *Auditor) hotFramesOf(ctx context.Context, rc *replayCtx, f *found) error {
+	var err error
+	if f.frames, f.rest, err = a.hotFramesHead(ctx, rc.responses, f.id); err != nil || f.rest == nil {
+		return err
+	}
+	if rc.bounded || rc.useAudit() && needAudit(f) {
+		f.frames, err = collectRest(f.frames, f.rest)
+		f.rest = nil
+	}
+	return err
 }
 
 // pastAuditRange reports whether the request copy sm is past what the

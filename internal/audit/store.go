@@ -331,21 +331,64 @@ func (a *Auditor) hotRequest(ctx context.Context, st streamState, id, pool strin
 // hotFrames returns every response message (a frame or a burst) of id
 // stored in E2A_RESPONSES.
 func (a *Auditor) hotFrames(ctx context.Context, st streamState, id string) ([]*storedMsg, error) {
-	if !st.exists {
-		return nil, nil
-	}
-	subj, err := subjects.Response(id)
+	head, rest, err := a.hotFramesHead(ctx, st, id)
 	if err != nil {
 		return nil, err
 	}
-	var out []*storedMsg
-	for m, err := range a.seq(ctx, st.name, subj, st.first) {
+	return collectRest(head, rest)
+}
+
+// hotFramesHead returns the first page of the response messages of id
+// stored in E2A_RESPONSES and, when more follow, an iterator over the
+// others (nil otherwise), read a page at a time as it is ranged over: a
+// request's frames are reported as they are read, not held all at once.
+func (a *Auditor) hotFramesHead(ctx context.Context, st streamState, id string) ([]*storedMsg, iter.Seq2[*storedMsg, error], error) {
+	if !st.exists {
+		return nil, nil, nil
+	}
+	subj, err := subjects.Response(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	msgs, more, err := a.batch(ctx, st.name, subj, st.first, a.page)
+	if errors.Is(err, streams.ErrNoMessages) || err == nil && len(msgs) == 0 {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	head := make([]*storedMsg, len(msgs))
+	for i, m := range msgs {
+		head[i] = hotMsg(st.name, m)
+	}
+	if !more {
+		return head, nil, nil
+	}
+	return head, func(yield func(*storedMsg, error) bool) {
+		for m, err := range a.seq(ctx, st.name, subj, msgs[len(msgs)-1].Seq+1) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(hotMsg(st.name, m), nil) {
+				return
+			}
+		}
+	}, nil
+}
+
+// collectRest is head followed by what rest yields (nil: nothing).
+func collectRest(head []*storedMsg, rest iter.Seq2[*storedMsg, error]) ([]*storedMsg, error) {
+	if rest == nil {
+		return head, nil
+	}
+	for m, err := range rest {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, hotMsg(st.name, m))
+		head = append(head, m)
 	}
-	return out, nil
+	return head, nil
 }
 
 // auditPartitions returns the partition count of E2A_AUDIT.
