@@ -61,6 +61,9 @@
 //	                               202 while running, ?wait=true waits; 404 unknown;
 //	                               410 frames_expired: its frames aged out, no History copy
 //
+// A ?wait= or ?projections= that is no boolean (strconv.ParseBool) is 400
+// bad_request ([AnswerParams]), as a malformed resume point is.
+//
 // Errors are {"error":{"code":"…","message":"…"}} ([APIError], [Classify],
 // [WriteError]); the message is [ClientMessage], without the package
 // prefixes of the Go error the logs keep ("egress: bad request: …"). Every stream sets X-Accel-Buffering: no and Cache-Control:

@@ -298,6 +298,10 @@ func (s *Service) Register(mux *http.ServeMux) {
 		if !ok {
 			return
 		}
+		if _, err := AnswerParams(r); err != nil {
+			WriteError(w, err)
+			return
+		}
 		id := r.PathValue("id")
 		var opts []ReplayOption
 		if k.env != nil {
@@ -328,7 +332,11 @@ func (s *Service) Register(mux *http.ServeMux) {
 			return
 		}
 		k.history = !k.asked
-		wait := IsTrue(QueryValue(r, "wait"))
+		wait, err := AnswerParams(r)
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
 		if wait {
 			// A wait is a streamed answer too: one of the reader's
 			// stream slots (ReadGate).
@@ -1290,6 +1298,32 @@ func QueryValue(r *http.Request, key string) string {
 		}
 	}
 	return ""
+}
+
+// BoolParam is r's query parameter key read as strconv.ParseBool reads it
+// (false when absent or empty), or an error wrapping ErrBadRequest for a
+// value that is no boolean: ?wait=yes was read as false, and a client that
+// asked to wait got 202 at once.
+func BoolParam(r *http.Request, key string) (bool, error) {
+	v := QueryValue(r, key)
+	if v == "" || IsTrue(v) {
+		return v != "", nil
+	}
+	if _, err := strconv.ParseBool(v); err == nil {
+		return false, nil
+	}
+	return false, badRequest("%s must be true or false (1 or 0), not %q", key, v)
+}
+
+// AnswerParams reads the boolean parameters of an E2A answer of a
+// request's frames: ?wait= (wait) and ?projections= (checked: the
+// renderer reads it), or an error wrapping ErrBadRequest for either that
+// is no boolean.
+func AnswerParams(r *http.Request) (wait bool, err error) {
+	if _, err := BoolParam(r, "projections"); err != nil {
+		return false, err
+	}
+	return BoolParam(r, "wait")
 }
 
 // IsTrue reports whether v is true as strconv.ParseBool reads it ("1",

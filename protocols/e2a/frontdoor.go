@@ -81,7 +81,13 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, CodeInvalidAgent, fmt.Sprintf("agent %q must match [A-Za-z0-9_-]{1,64}", pool), false)
 		return
 	}
-	stream, wait := wantsStream(r), egress.IsTrue(egress.QueryValue(r, "wait"))
+	wait, err := egress.AnswerParams(r)
+	if err != nil {
+		// Refused as the read API refuses it, nothing published.
+		egress.WriteError(w, err)
+		return
+	}
+	stream := wantsStream(r)
 	if stream || wait {
 		// The resume point of the answer (Last-Event-ID, ?from=) is read
 		// as egress reads it (ServeE2A), before the publish: a malformed
