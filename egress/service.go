@@ -1326,6 +1326,21 @@ func AnswerParams(r *http.Request) (wait bool, err error) {
 	return BoolParam(r, "wait")
 }
 
+// RepeatedParam is the name of a parameter q gives twice with different
+// values ("" when none: ?from=1&from=1 is one value): the endpoints read
+// the first, so the rest of what the client said was dropped without a
+// word. Every door of ingress and the console refuse such a query.
+func RepeatedParam(q url.Values) string {
+	for name, vs := range q {
+		for _, v := range vs[1:] {
+			if v != vs[0] {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
 // IsTrue reports whether v is true as strconv.ParseBool reads it ("1",
 // "t", "T", "TRUE", "true", "True"), without its error for a v that is
 // not a boolean (an allocation per request for an absent parameter). The

@@ -110,13 +110,9 @@ func requestRefusal(r *http.Request, h http.Header, p protocols.Protocol, checke
 		return &failure{Status: http.StatusBadRequest, Code: "invalid_request", RPCCode: jsonrpc.CodeInvalidParams,
 			Message: err.Error()}
 	}
-	for name, vs := range q {
-		for _, v := range vs[1:] {
-			if v != vs[0] {
-				return &failure{Status: http.StatusBadRequest, Code: "invalid_request", RPCCode: jsonrpc.CodeInvalidParams,
-					Message: "query parameter " + strconv.Quote(name) + " is given twice with different values"}
-			}
-		}
+	if name := egress.RepeatedParam(q); name != "" {
+		return &failure{Status: http.StatusBadRequest, Code: "invalid_request", RPCCode: jsonrpc.CodeInvalidParams,
+			Message: "query parameter " + strconv.Quote(name) + " is given twice with different values"}
 	}
 	if pool, ok := poolFromContext(r.Context()); ok && namesOtherPool(q, pool) {
 		return &failure{Status: http.StatusBadRequest, Code: "invalid_request", RPCCode: jsonrpc.CodeInvalidParams,

@@ -474,6 +474,10 @@ func (c *Console) gate(h http.HandlerFunc) http.HandlerFunc {
 			c.authError(w, st, err)
 			return
 		}
+		if msg := queryRefusal(r.URL.RawQuery); msg != "" {
+			apiError(w, http.StatusBadRequest, "bad_request", msg)
+			return
+		}
 		// The principal travels in the context: egress's stream handler,
 		// reached through streamRequest, checks it instead of asking for
 		// the credential the gate has just removed.
@@ -481,6 +485,24 @@ func (c *Console) gate(h http.HandlerFunc) http.HandlerFunc {
 		ctx = context.WithValue(ctx, credentialKey{}, cred)
 		h(w, r.WithContext(ctx))
 	}
+}
+
+// queryRefusal is why the console's API refuses a request's query, raw
+// ("" when it does not): one that is no URL-encoded form (?status=fai%zzled,
+// a semicolon between parameters), whose unreadable pairs r.URL.Query()
+// dropped, and with them the filter the client named (the list answered
+// every status); or a parameter given twice with different values
+// (?status=failed&status=succeeded), of which the first was read. Ingress
+// refuses both at every door, and so the read API (400 invalid_request).
+func queryRefusal(raw string) string {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return "the query cannot be read: " + err.Error()
+	}
+	if name := egress.RepeatedParam(q); name != "" {
+		return "query parameter " + strconv.Quote(name) + " is given twice with different values"
+	}
+	return ""
 }
 
 type sessionInfo struct {

@@ -112,7 +112,12 @@
 // parameter (an unknown status, a time that does not parse, until before
 // since, a before that is no number, a limit below 1) is 400 bad_request,
 // whatever user the list names: one naming another principal (not the
-// audit or admin role) is otherwise an empty page, its work none.
+// audit or admin role) is otherwise an empty page, its work none. Every
+// API call's query is read whole: one that is no URL-encoded form
+// (?status=fai%zzled, a semicolon between parameters) or that gives a
+// parameter twice with different values is 400 bad_request, as ingress
+// refuses it at every door (its unreadable pairs were dropped, and with
+// them the filter or resume point the client named).
 //
 // # Sizes
 //
