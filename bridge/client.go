@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"cmp"
 	"compress/flate"
 	"compress/gzip"
@@ -191,9 +192,12 @@ func WithIdleTimeout(d time.Duration) ClientOption {
 // OpenAI server's chat.completion instead of a stream), within their own
 // bound on a frame or an event. The read past the bound fails with an
 // *Error upstream_protocol_error, not retryable, wrapping
-// ErrAnswerTooLarge, and the call is ended (its connection closed). An
-// event stream is the SDK's to bound per event, and an answer of another
-// type Do returns (NDJSON, text) the bridge's.
+// ErrAnswerTooLarge, and the call is ended (its connection closed). On
+// those clients it bounds one event of an event stream too (the bytes
+// from a blank line to the next: a2a-go bounds each line at 10 MB but
+// not an event's data lines joined), with the same error; an answer of
+// another type Do returns (NDJSON, text, an event stream) is the
+// bridge's to bound.
 func WithMaxBodyBytes(n int64) ClientOption {
 	return option.Check(ErrInvalidOption, n >= MinAnswerBytes, func(c *Client) { c.maxBody = n },
 		"max body bytes %d must be ≥ %d", n, MinAnswerBytes)
@@ -649,7 +653,11 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if resp.StatusCode == http.StatusUnauthorized {
 		t.c.Refused(r.Header)
 	}
-	if resp.Body != nil && !eventStream(resp) {
+	switch {
+	case resp.Body == nil:
+	case eventStream(resp):
+		resp.Body = &eventBound{rc: resp.Body, max: t.c.maxBody}
+	default:
 		resp.Body = &boundedBody{rc: resp.Body, max: t.c.maxBody}
 	}
 	return resp, nil
@@ -687,17 +695,78 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	if b.n += int64(n); b.n > b.max {
-		b.over = &Error{Code: CodeProtocol, Err: ErrAnswerTooLarge, Message: fmt.Sprintf(
-			"upstream answer is larger than %d bytes, the most the bridge reads of an answer that is no event stream", b.max)}
-		_ = b.rc.Close()
+		b.over = tooLarge(b.rc, "answer", b.max, "an answer that is no event stream")
 		return 0, b.over
 	}
 	return n, err
 }
 
+// tooLarge closes rc, a body read past its bound max, which ends the call,
+// and returns the *Error of the what (answer, event) of the body larger
+// than the bound on what it is (of).
+func tooLarge(rc io.ReadCloser, what string, max int64, of string) *Error {
+	_ = rc.Close()
+	return &Error{Code: CodeProtocol, Err: ErrAnswerTooLarge, Message: fmt.Sprintf(
+		"upstream %s is larger than %d bytes, the most the bridge reads of %s", what, max, of)}
+}
+
 // Close closes the body (again, when it passed the bound: net/http's
 // bodies take a second Close).
 func (b *boundedBody) Close() error { return b.rc.Close() }
+
+// eventBound is an event stream's body on the clients HTTP and
+// HTTPRefusing give an SDK (WithMaxBodyBytes): it fails once one event,
+// the bytes from a blank line to the next, passes max bytes. a2a-go
+// bounds each line of an event stream (10 MB) but joins an event's data
+// lines with no bound on their sum, so an upstream sending data lines
+// without the blank line that ends an event (never silent for the idle
+// timeout, writing no frame for the answer bound to count) grew the
+// worker's memory without end. A line ends at a line feed, and is blank
+// when it is empty or a carriage return alone, as a2a-go reads them (a
+// lone carriage return ends no line there, so none here). The read past
+// the bound returns the *Error (and every later one) and closes the body,
+// as boundedBody does.
+type eventBound struct {
+	rc   io.ReadCloser
+	max  int64
+	n    int64 // the bytes of the event so far
+	line int64 // the bytes of the line so far
+	cr   bool  // the line so far starts with a carriage return
+	over *Error
+}
+
+func (b *eventBound) Read(p []byte) (int, error) {
+	if b.over != nil {
+		return 0, b.over
+	}
+	n, err := b.rc.Read(p)
+	for rest := p[:n]; len(rest) > 0; {
+		if b.line == 0 {
+			b.cr = rest[0] == '\r'
+		}
+		i := bytes.IndexByte(rest, '\n')
+		switch {
+		case i < 0:
+			b.line += int64(len(rest))
+			b.n += int64(len(rest))
+			rest = nil
+		case b.line+int64(i) == 0 || b.line+int64(i) == 1 && b.cr:
+			b.n, b.line, rest = 0, 0, rest[i+1:] // a blank line: the event ended
+		default:
+			b.n += int64(i) + 1
+			b.line, rest = 0, rest[i+1:]
+		}
+		// A carriage return alone so far may be a blank line's.
+		if b.n > b.max && (b.line != 1 || !b.cr) {
+			b.over = tooLarge(b.rc, "event", b.max, "one event of an event stream")
+			return 0, b.over
+		}
+	}
+	return n, err
+}
+
+// Close closes the body (again, when it passed the bound).
+func (b *eventBound) Close() error { return b.rc.Close() }
 
 // SetHeaders sets the credentials and the W3C trace context on h: the
 // context of ctx's span when tracing is on, else the request's own

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -800,5 +801,52 @@ func TestProbeBodyNotBounded(t *testing.T) {
 	defer resp.Body.Close()
 	if _, err := io.Copy(io.Discard, resp.Body); !errors.Is(err, ErrAnswerTooLarge) {
 		t.Fatalf("Do's answer of %d bytes read past a bound of %d: %v", len(list), MinAnswerBytes, err)
+	}
+}
+
+// TestEventBound: an event stream's body on the SDKs' clients is read
+// while each event (the bytes from a blank line to the next) stays within
+// the body bound; an event one byte over it fails with ErrAnswerTooLarge,
+// upstream_protocol_error, not retryable, however the bytes are split
+// across reads. A blank line is an empty one or a carriage return alone
+// before its line feed, as a2a-go reads them; a lone carriage return ends
+// no line there, so it ends no event here.
+func TestEventBound(t *testing.T) {
+	const max = MinAnswerBytes
+	// event is an event of n bytes (n ≥ 8): data lines and a comment,
+	// each ending in a line feed.
+	event := func(n int) string {
+		first := "data: " + strings.Repeat("x", n/2-7) + "\n"
+		rest := n - len(first)
+		return first + ": c\n" + "data: " + strings.Repeat("y", rest-11) + "\n"
+	}
+	if len(event(max)) != max {
+		t.Fatalf("event(%d) is %d bytes", max, len(event(max)))
+	}
+	for _, c := range []struct {
+		name, body string
+		over       bool
+	}{
+		{"events at the bound", strings.Repeat(event(max)+"\n", 8), false},
+		{"CRLF blank lines", strings.Repeat(event(max)+"\r\n", 8), false},
+		{"one byte over", event(max) + "\n" + event(max+1) + "\n", true},
+		{"no blank line", strings.Repeat(event(max/4), 5), true},
+		{"lone CRs end no event", strings.Repeat(event(max/4)+"\r\r", 5), true},
+		{"a blank line of two CRs is none", strings.Repeat(event(max/4)+"\r\r\n", 5), true},
+	} {
+		for _, split := range []bool{false, true} {
+			var r io.Reader = strings.NewReader(c.body)
+			if split {
+				r = iotest.OneByteReader(r)
+			}
+			n, err := io.Copy(io.Discard, &eventBound{rc: io.NopCloser(r), max: max})
+			var be *Error
+			switch {
+			case !c.over && (err != nil || n != int64(len(c.body))):
+				t.Errorf("%s (one byte a read: %v): read %d of %d bytes: %v", c.name, split, n, len(c.body), err)
+			case c.over && (!errors.Is(err, ErrAnswerTooLarge) || !errors.As(err, &be) || be.Code != CodeProtocol || be.Retryable):
+				t.Errorf("%s (one byte a read: %v): %v, want upstream_protocol_error wrapping ErrAnswerTooLarge", c.name, split, err)
+			}
+		}
 	}
 }

@@ -47,7 +47,9 @@
 // an SDK reads such an answer (a2a-go's JSON-RPC SendMessage and GetTask)
 // whole before any frame is written and counted by [WithMaxAnswerBytes],
 // so a huge or endless one ends at the bound, its connection closed,
-// upstream_protocol_error, not retryable ([ErrAnswerTooLarge]).
+// upstream_protocol_error, not retryable ([ErrAnswerTooLarge]); so does
+// one event of an event stream on those clients larger than the bound
+// (a2a-go joins an event's data lines with no bound on their sum).
 //
 // [Conversations] keeps, per pool and conversation (A2A context, ACP
 // session, E2A session_id, A2A task), the upstream's context id, per
