@@ -476,6 +476,29 @@ func (c *countingWriter) Hold(on bool) { agent.Hold(c.Writer, on) }
 // MaxFrameBytes passes agent.MaxFrameBytes on from the runtime's writer.
 func (c *countingWriter) MaxFrameBytes() int64 { return agent.MaxFrameBytes(c.Writer) }
 
+// AnswerBytesLeft is what is left of the bound on the answer's bytes
+// (AnswerBytesLeft).
+func (c *countingWriter) AnswerBytesLeft() int64 {
+	if c.max <= 0 {
+		return -1
+	}
+	return max(c.max-c.bytes, 0)
+}
+
+// AnswerBytesLeft is what is left of the bound on the bytes of the
+// answer w writes (WithMaxAnswerBytes), when w is the writer a Handler
+// gives its upstream's Call; -1 for any other writer (no bound known). An
+// upstream that holds what it writes later (the OpenAI bridge's tool
+// calls, each written whole) holds no more than that: more could never be
+// written, and the bound, which counts what is written, does not count
+// what is held.
+func AnswerBytesLeft(w agent.Writer) int64 {
+	if b, ok := w.(interface{ AnswerBytesLeft() int64 }); ok {
+		return b.AnswerBytesLeft()
+	}
+	return -1
+}
+
 // completed counts the tokens the result of the request's first final
 // frame reports.
 func (c *countingWriter) completed(result any) {

@@ -128,7 +128,10 @@
 //     OpenAI-compatible endpoint) continue the last such call unless they
 //     carry a new id (or are a second fragment of one chunk); a second
 //     JSON value nothing tells apart, or a call no fragment gives a
-//     function name, is upstream_protocol_error;
+//     function name, is upstream_protocol_error, as are calls held (not
+//     yet whole, or after one that is not) of more bytes than are left
+//     of the answer bound (bridge.AnswerBytesLeft: they could never all
+//     be written, and the bound counts only what is);
 //   - the final frame: e2a.complete {"content": the full text,
 //     "finish_reason", "usage" (when the server sent it), "model" (the
 //     server's, else the one asked for),

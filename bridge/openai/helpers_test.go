@@ -32,7 +32,8 @@ type setup struct {
 	ingress []ingress.Option
 	client  []bridge.ClientOption
 	up      []openai.Option
-	base    string // the upstream's base URL (default: the model server's)
+	handler []bridge.Option // after the fast retries and the metrics
+	base    string          // the upstream's base URL (default: the model server's)
 	conn    *nats.Conn
 	log     *testkit.Buffer
 	// inputModes, when set, are published as the pool's (PoolInfo), as
@@ -77,8 +78,8 @@ func startBridge(t *testing.T, srv *modelServer, s setup) *pipetest.Pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := bridge.New(pool, up, bridge.WithRetry(3, time.Millisecond, 5*time.Millisecond),
-		bridge.WithMetrics(p.Registry), bridge.WithLogger(log))
+	h, err := bridge.New(pool, up, append([]bridge.Option{bridge.WithRetry(3, time.Millisecond, 5*time.Millisecond),
+		bridge.WithMetrics(p.Registry), bridge.WithLogger(log)}, s.handler...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,12 +96,15 @@ type turn struct {
 	// (keepContent).
 	content    strings.Builder
 	maxContent int64
-	omitted    bool
-	finish     string
-	usage      json.RawMessage
-	calls      []*toolCall // by index, then seq
-	loose      *toolCall   // the call the fragments without an index continue
-	done       bool        // [DONE] read
+	// held is the bytes of the tool calls not yet written (their names
+	// and arguments: hold).
+	held    int64
+	omitted bool
+	finish  string
+	usage   json.RawMessage
+	calls   []*toolCall // by index, then seq
+	loose   *toolCall   // the call the fragments without an index continue
+	done    bool        // [DONE] read
 	// deltas: a delta with text, reasoning, a refusal or tool calls was
 	// read (a message after it is not read again).
 	deltas bool
@@ -523,10 +526,28 @@ func (t *turn) addFragment(c *toolCall, d toolCallDelta) error {
 	// so far is that name sent whole again (MiniMax M2 behind NIM sends it
 	// with every fragment): kept once, as Continue reads it, where the
 	// official clients make "read_fileread_file", no function at all.
+	before := len(c.name) + c.args.Len()
 	if d.Function.Name != c.name {
 		c.name += d.Function.Name
 	}
 	c.args.WriteString(string(d.Function.Arguments))
+	return t.hold(len(c.name) + c.args.Len() - before)
+}
+
+// hold counts n more bytes of tool calls held, not yet written, and
+// refuses them when the calls held are more than is left of the bound on
+// the answer's bytes (bridge.AnswerBytesLeft): they could never all be
+// written, and the bound counts only what is. A server that streamed a
+// call whose arguments never became whole, then more calls (up to
+// maxToolCalls of up to maxEvent bytes each, 256 MiB by default), had
+// them all held, whatever the bound, until its answer ended.
+func (t *turn) hold(n int) error {
+	t.held += int64(n)
+	if left := bridge.AnswerBytesLeft(t.w); left >= 0 && t.held > left {
+		return &bridge.Error{Code: bridge.CodeProtocol, Err: bridge.ErrAnswerTooLarge, Message: fmt.Sprintf(
+			"upstream streamed tool calls of %d bytes not yet written, more than the %d bytes left of the bound on the answer's bytes",
+			t.held, left)}
+	}
 	return nil
 }
 
@@ -555,6 +576,7 @@ func (t *turn) flush(upTo int, whole bool) error {
 			return bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed tool call %d without a function name", c.index)
 		}
 		c.written = true
+		t.held -= int64(len(c.name) + c.args.Len())
 		id := c.id
 		if id == "" {
 			id = cmp.Or(t.callPrefix, "call_") + strconv.Itoa(c.index)
