@@ -140,7 +140,9 @@
 //     be (the server's max_payload, agent.MaxFrameBytes), or than what
 //     its deltas left of the answer bound (bridge.WithMaxAnswerBytes), is
 //     left out, "content_omitted" saying so (the text deltas hold it), and
-//     is not kept by the bridge past a frame's size while it streams.
+//     is not kept by the bridge past a frame's size while it streams; a
+//     refusal is then cut to its first 1,000 characters (it is part of
+//     that text).
 //
 // Every frame of the call carries the completion's id as metadata
 // llm_response_id ([MetadataResponseID]), with which the A2A renderers put

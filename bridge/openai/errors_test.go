@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -268,6 +269,34 @@ func TestLongAnswer(t *testing.T) {
 	}
 	if _, has := a.result["content"]; has || a.result["content_omitted"] == nil || a.result["finish_reason"] != "stop" {
 		t.Fatalf("final result %v", a.result)
+	}
+}
+
+// TestLongRefusal: a refusal (delta.refusal) larger than the server's
+// max_payload is the answer's text, stored as text frames that fit, and
+// the final frame, without the content, says the answer is a refusal with
+// the refusal's first 1,000 characters ("…" after them). The refusal was
+// kept whole in that frame too, which the runtime refused: the request
+// ended e2a.error frame_too_large after its text was stored.
+func TestLongRefusal(t *testing.T) {
+	srv := newModelServer(t)
+	_, nc := natstest.RunServer(t, natstest.WithMaxPayload(64<<10))
+	p := startBridge(t, srv, setup{conn: nc})
+	part := strings.Repeat("I cannot. ", 1<<10) // 10 KiB a delta
+	srv.setScript(func(n int, w http.ResponseWriter, r *http.Request, body chatRequest) bool {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range 15 {
+			_, _ = io.WriteString(w, chunkEvent(`{"refusal":"`+part+`"}`, "null"))
+		}
+		_, _ = io.WriteString(w, chunkEvent(`{}`, `"stop"`)+"data: [DONE]\n\n")
+		return true
+	})
+	a := read(t, ask(t, p, "", "long-refusal", "do something bad", nil))
+	if a.final.ResponseKind != e2a.KindComplete || a.text != strings.Repeat(part, 15) {
+		t.Fatalf("final %s %+v, %d bytes of text", a.final.ResponseKind, a.errBody, len(a.text))
+	}
+	if _, has := a.result["content"]; has || a.result["content_omitted"] == nil || a.result["refusal"] != part[:1000]+"…" {
+		t.Fatalf("final result %v, want content_omitted and the refusal's start", a.result)
 	}
 }
 

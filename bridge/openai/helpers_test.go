@@ -216,6 +216,13 @@ func read(t *testing.T, fs []*e2a.Response) answer {
 	return a
 }
 
+// chunkEvent is an event of a streamed completion (id c1, model m): one
+// choice with delta (a JSON object) and finish (JSON: null, "stop").
+func chunkEvent(delta, finish string) string {
+	return `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` + delta +
+		`,"finish_reason":` + finish + `}]}` + "\n\n"
+}
+
 // contains reports whether any of ss holds sub.
 func contains(sub string, ss ...string) bool {
 	for _, s := range ss {

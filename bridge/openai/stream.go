@@ -305,7 +305,7 @@ func (t *turn) delta(d delta) error {
 		}
 	}
 	if d.Refusal != nil {
-		t.refusal.WriteString(string(*d.Refusal))
+		t.keepRefusal(string(*d.Refusal))
 		if err := t.writeText(t.text.add(string(*d.Refusal))); err != nil {
 			return err
 		}
@@ -369,6 +369,20 @@ func (t *turn) keepContent(s string) {
 		return
 	}
 	t.content.WriteString(s)
+}
+
+// keepRefusal adds s to the refusal the final frame carries, as much of
+// it as fits a frame (maxContent): a longer one is the answer's text too,
+// so the final frame is written without the content, with the refusal's
+// start alone (withoutContent); the text deltas hold the whole. A refusal
+// was kept whole and written whole in that frame too, which the runtime
+// refused again: the request ended frame_too_large after its text was
+// stored (TestLongRefusal).
+func (t *turn) keepRefusal(s string) {
+	if t.maxContent > 0 {
+		s = s[:min(int64(len(s)), max(t.maxContent-int64(t.refusal.Len()), 0))]
+	}
+	t.refusal.WriteString(s)
 }
 
 // writeReasoning writes a reasoning delta (none for "").
@@ -690,17 +704,23 @@ var jsonEscapeExtra = func() (t [256]uint8) {
 }()
 
 // withoutContent is the result of a final frame too large with the
-// content: content_omitted instead.
+// content: content_omitted instead, and of a refusal (which the content
+// holds too) its first maxRefusalOmitted characters ("…" when cut), which
+// say the answer is one.
 func (r finalResult) withoutContent() map[string]any {
 	m := map[string]any{"content_omitted": "larger than a frame: concatenate the text deltas", "finish_reason": r.FinishReason, "model": r.Model}
 	if r.Usage != nil {
 		m["usage"] = r.Usage
 	}
 	if r.Refusal != "" {
-		m["refusal"] = r.Refusal
+		m["refusal"] = bridge.Clip(r.Refusal, maxRefusalOmitted, nil)
 	}
 	return m
 }
+
+// maxRefusalOmitted is the most characters of a refusal the final frame
+// without the content holds (withoutContent).
+const maxRefusalOmitted = 1000
 
 // upstreamError is the error object of an OpenAI-compatible server.
 type upstreamError struct {

@@ -2,6 +2,7 @@ package openai_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,7 +28,8 @@ func TestToolCallsHeldPastAnswerBound(t *testing.T) {
 	srv.setScript(func(_ int, w http.ResponseWriter, r *http.Request, _ chatRequest) bool {
 		w.Header().Set("Content-Type", "text/event-stream")
 		event := func(call int, args string) bool {
-			_, err := fmt.Fprintf(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":"call%d","type":"function","function":{"name":"f","arguments":%q}}]},"finish_reason":null}]}`+"\n\n", call, call, args)
+			_, err := io.WriteString(w, chunkEvent(fmt.Sprintf(
+				`{"tool_calls":[{"index":%d,"id":"call%d","type":"function","function":{"name":"f","arguments":%q}}]}`, call, call, args), "null"))
 			w.(http.Flusher).Flush()
 			return err == nil
 		}
