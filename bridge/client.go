@@ -306,6 +306,16 @@ func (t headerWait) RoundTrip(r *http.Request) (*http.Response, error) {
 		c.End()
 		return nil, err
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// A protocol switch, which no bridge asks for: net/http makes its
+		// body the raw connection, which neither the call's context nor
+		// the idle timeout ends, so a read of it (Do quoting it as an
+		// error page, an SDK reading it) waited for as long as the
+		// upstream held the connection. The answer is its status alone,
+		// and the connection is closed.
+		_ = resp.Body.Close()
+		resp.Body = http.NoBody
+	}
 	c.body, resp.Body = resp.Body, c
 	return resp, nil
 }

@@ -850,3 +850,59 @@ func TestEventBound(t *testing.T) {
 		}
 	}
 }
+
+// TestSwitchingProtocolsAnswer: an upstream that answers 101 Switching
+// Protocols (which the bridge never asks for) and then holds its
+// connection ends the call at once with the status's error,
+// upstream_rejected, not retryable, on Do and on the SDKs' clients, and
+// its connection is closed. net/http makes a 101's body the raw
+// connection, which neither the call's context nor the idle timeout ends:
+// the read of it (the error page Do quotes) waited as long as the
+// upstream held the connection, the request and its in-flight slot with
+// it, past the idle timeout (300 ms here), until the request's deadline.
+func TestSwitchingProtocolsAnswer(t *testing.T) {
+	closed := make(chan struct{}, 8)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		testkit.SwitchProtocols(w) // until the bridge closes the connection
+		closed <- struct{}{}
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL, WithIdleTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := c.HTTPRefusing(func(r *http.Response) bool { return r.StatusCode != http.StatusOK })
+	for name, call := range map[string]func(*http.Request) (*http.Response, error){
+		"Do":           func(r *http.Request) (*http.Response, error) { return c.Do(r, nil) },
+		"HTTPRefusing": refusing.Do,
+	} {
+		done := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+			resp, err := call(req)
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			done <- err
+		}()
+		err := testkit.Receive(t, done, 10*time.Second, "%s: the call still reads the 101's connection", name)
+		var be *Error
+		if !errors.As(err, &be) || be.Status != http.StatusSwitchingProtocols || be.Code != CodeRejected || be.Retryable {
+			t.Errorf("%s: %v, want upstream_rejected (HTTP 101), not retryable", name, err)
+		}
+		testkit.Receive(t, closed, 10*time.Second, "%s: the 101's connection is still open", name)
+	}
+	// An SDK's client gets the 101 without a body to wait on.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+	resp, err := c.HTTP().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, resp.Body); read <- err }()
+	if err := testkit.Receive(t, read, 10*time.Second, "HTTP: the SDK's read of the 101's body still waits"); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Errorf("HTTP: %d, read %v; want 101, an empty body", resp.StatusCode, err)
+	}
+	_ = resp.Body.Close()
+	testkit.Receive(t, closed, 10*time.Second, "HTTP: the 101's connection is still open")
+}

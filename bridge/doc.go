@@ -37,7 +37,9 @@
 // code upstream_timeout; a non-2xx answer whose body stalls, with its
 // status's code at the idle timeout), an answer cut short by the transport
 // (a reset, an HTTP/2 stream reset or GOAWAY) read as upstream_unavailable,
-// no redirects, the upstream's credentials
+// no redirects, no protocol switch (a 101 answer's connection, which
+// neither a context nor the idle timeout ends, is closed at once: the
+// answer is its status, upstream_rejected), the upstream's credentials
 // ([Credentials]: never logged, never published, never stored), W3C
 // trace context (traceparent) propagated to the upstream, and, on the
 // clients it gives an SDK (Client.HTTP, Client.HTTPRefusing), a bound on

@@ -140,16 +140,15 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 	callable.SupportedInterfaces = usable
 	// A non-2xx answer keeps its status (and Retry-After) as the bridge's
 	// error: on JSON-RPC every one (A2A's errors come in 200 answers), on
-	// HTTP+JSON a 3xx (a redirect, which is not followed: a2a-go read it
-	// as the agent's server error, upstream_unavailable, and it was
-	// retried), a 429 and any error that is not the binding's JSON error
-	// (a gateway's page, text or JSON of its own), which a2a-go reads as
-	// the agent's own.
+	// HTTP+JSON every one but the binding's JSON error of a 4xx or 5xx
+	// other than 429 (a gateway's page, text or JSON of its own, is
+	// refused), which a2a-go reads as the agent's own. a2a-go read a 3xx
+	// (a redirect, not followed) or a 101 as the agent's server error,
+	// upstream_unavailable, and the call was retried.
 	rpc := c.HTTPRefusing(func(r *http.Response) bool { return r.StatusCode != http.StatusOK })
 	rpc.Transport = eventStreamOfJSON{rpc.Transport}
 	rest := c.HTTPRefusing(func(r *http.Response) bool {
-		return r.StatusCode >= 300 && r.StatusCode < 400 || r.StatusCode == http.StatusTooManyRequests ||
-			r.StatusCode >= 400 && !restError(r)
+		return r.StatusCode/100 != 2 && (r.StatusCode < 400 || r.StatusCode == http.StatusTooManyRequests || !restError(r))
 	})
 	creds := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if c.Base().Scheme == "https" {
