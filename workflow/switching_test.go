@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,25 +17,8 @@ import (
 // the request's context nor its deadline: the step read it for ever, the
 // execution and its worker's slot held.
 func TestSwitchingProtocolsAnswerTimesOut(t *testing.T) {
-	held := make(chan net.Conn, 1)
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, buf, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-		_ = buf.Flush()
-		held <- c // and nothing more
-	}))
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { testkit.SwitchProtocols(w) }))
 	defer api.Close()
-	defer func() {
-		select {
-		case c := <-held:
-			c.Close()
-		default:
-		}
-	}()
 	u, _ := url.Parse(api.URL)
 	pol := &Policy{APIs: []APIRule{{ID: "local", Hosts: []string{u.Host}}}}
 	if err := pol.compile(); err != nil {
