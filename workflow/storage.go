@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -62,10 +63,23 @@ func (StorageKinds) Store(context.Context, StoreScope, string, string, []byte) (
 // A nil bucket or an empty Dir disables that type; validation then refuses
 // StoreData operations using it. Principals and request ids that are not
 // plain tokens are written as "~" + base64url.
+//
+// localStorage has a per-principal quota (LocalQuota, [Stores.DeleteLocal]):
+// the bucket's bound is shared and nothing in it expires, so without one a
+// single principal could fill it and fail every other principal's StoreData.
 type Stores struct {
 	Local   jetstream.KeyValue
 	Session jetstream.KeyValue
 	Dir     string
+	// LocalQuota bounds the bytes one principal keeps in Local, each key
+	// counted as its name, its value and 64 bytes. 0 is the bucket's
+	// MaxBytes / [DefaultLocalQuotaShare] (none when the bucket is
+	// unbounded); negative is none. The count is kept in the bucket
+	// (key "=usage.<principal>"), shared by every worker.
+	LocalQuota int64
+
+	quotaMu sync.Mutex
+	quota   int64 // resolved LocalQuota; 0: not yet
 }
 
 // Kinds implements Storage.
@@ -115,10 +129,14 @@ func (s *Stores) Store(ctx context.Context, scope StoreScope, kind, key string, 
 		if kv == nil {
 			return "", permissionError("storage %s is not enabled on this server", kind)
 		}
-		if _, err := kv.Put(ctx, k, data); err != nil {
-			e := newError(ExecutionError, "storing %s key %q failed: %v", kind, key, err)
-			e.Retryable = true
-			return "", e
+		var err error
+		if kind == StorageLocal {
+			err = s.putLocal(ctx, scopeToken(scope.Principal), k, data)
+		} else {
+			_, err = kv.Put(ctx, k, data)
+		}
+		if err != nil {
+			return "", storeError(kind, key, err)
 		}
 		return "kv:" + kv.Bucket() + "/" + k, nil
 	case StorageFile:
