@@ -341,6 +341,9 @@ func (e *Executor) Capabilities(principal string) Capabilities {
 		"maxSteps": e.limits.MaxSteps, "maxNesting": e.limits.MaxNesting, "maxStoreBytes": e.limits.MaxStoreBytes,
 		"maxDataBytes": e.limits.MaxDataBytes,
 	}
+	if e.limits.LocalQuota > 0 {
+		c.SecurityConstraints["localStorageQuotaBytes"] = e.limits.LocalQuota
+	}
 	if wl, ok := e.limiter.(*WindowLimiter); ok { // a limiter whose limits are known
 		c.SecurityConstraints["apiCallsPerMinute"], c.SecurityConstraints["apiCallsPerHour"] = wl.PerMinute, wl.PerHour
 	}

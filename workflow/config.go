@@ -43,6 +43,11 @@ type Config struct {
 	MaxRetries        int           `envconfig:"E2A_WORKFLOW_MAX_RETRIES" default:"3"`
 	APICallsPerMinute int           `envconfig:"E2A_WORKFLOW_API_CALLS_PER_MINUTE" default:"30"`
 	APICallsPerHour   int           `envconfig:"E2A_WORKFLOW_API_CALLS_PER_HOUR" default:"500"`
+	// LocalQuotaBytes: E2A_WORKFLOW_LOCAL_QUOTA_BYTES, the bytes one
+	// principal keeps in localStorage (see [Stores].LocalQuota and
+	// [Config.LocalQuota]): 0 (default) a quarter of the bucket's bound,
+	// -1 none.
+	LocalQuotaBytes int64 `envconfig:"E2A_WORKFLOW_LOCAL_QUOTA_BYTES" default:"0"`
 	// FileDir: E2A_WORKFLOW_FILE_DIR, the sandbox of StoreData "file".
 	// Unset, ConfigFromEnv uses [DefaultFileDir]; "off" disables file
 	// storage (an empty FileDir in a Config built by hand disables it too).
@@ -101,12 +106,26 @@ func (c Config) checkLimits() error {
 		{"E2A_WORKFLOW_MAX_RESPONSE_BYTES", c.MaxResponseBytes < 0}, {"E2A_WORKFLOW_MAX_LOOP_ITERATIONS", c.MaxLoopIterations < 0},
 		{"E2A_WORKFLOW_MAX_STEPS", c.MaxSteps < 0}, {"E2A_WORKFLOW_API_CALLS_PER_MINUTE", c.APICallsPerMinute < 0},
 		{"E2A_WORKFLOW_API_CALLS_PER_HOUR", c.APICallsPerHour < 0}, {"E2A_WORKFLOW_MAX_RETRIES", c.MaxRetries < 0},
+		{"E2A_WORKFLOW_LOCAL_QUOTA_BYTES (-1: none)", c.LocalQuotaBytes < -1},
 	} {
 		if l.neg {
 			return fmt.Errorf("workflow: config: %s must not be negative", l.name)
 		}
 	}
 	return nil
+}
+
+// LocalQuota is the localStorage quota per principal for a bucket bounded
+// to bucketMaxBytes (<= 0: unbounded): LocalQuotaBytes, or when it is 0
+// bucketMaxBytes / [DefaultLocalQuotaShare]; -1 when there is none.
+func (c Config) LocalQuota(bucketMaxBytes int64) int64 {
+	switch {
+	case c.LocalQuotaBytes != 0:
+		return c.LocalQuotaBytes
+	case bucketMaxBytes > 0:
+		return max(bucketMaxBytes/DefaultLocalQuotaShare, 1)
+	}
+	return -1
 }
 
 // DefaultFileDir returns, created with mode 0700, the directory StoreData

@@ -93,7 +93,14 @@
 //     "off" disables it; `e2a agent --pool workflow` and `e2a dev` refuse
 //     to start when a set one is not an existing directory). Keys: letters, digits, _ = - . /, no "..".
 //     Values are JSON, at most Limits.MaxStoreBytes. Unconfigured storage
-//     types are refused at validation.
+//     types are refused at validation. localStorage has a quota per
+//     principal (Stores.LocalQuota, E2A_WORKFLOW_LOCAL_QUOTA_BYTES; by
+//     default a quarter of the bucket's MaxBytes), counted in the bucket by
+//     compare-and-set so that every worker shares it: past it StoreData
+//     fails an ExecutionError, not retryable, details.limit
+//     "localStorageQuota"; a full bucket (the principals together) fails
+//     details.limit "storageFull", not retryable for localStorage (nothing
+//     in it expires), without the server's words.
 //   - Wait {duration ms}: sleeps on the executor's [Clock].
 //   - MergeData {sources, strategy, outputPath}: concat, union (deep-equal
 //     duplicates removed), intersect (elements of the first source in all
@@ -183,7 +190,8 @@
 //     securityConstraints: the spec's maxExecutionTime and maxOperations,
 //     and maxResponseBytes, maxLoopIterations, maxSteps, maxNesting,
 //     maxStoreBytes, maxDataBytes, and apiCallsPerMinute and
-//     apiCallsPerHour when the limiter is a [WindowLimiter].
+//     apiCallsPerHour when the limiter is a [WindowLimiter], and
+//     localStorageQuotaBytes when Limits.LocalQuota is set.
 //
 // # Retries and cache
 //

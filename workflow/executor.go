@@ -47,6 +47,10 @@ type Limits struct {
 	// too the values one operation references, a value counted once per
 	// reference (a DataError for that operation).
 	MaxDataBytes int
+	// LocalQuota is the localStorage quota per principal, listed in the
+	// capabilities (localStorageQuotaBytes) when positive. The storage
+	// enforces it (Stores.LocalQuota, given the same); 0 lists none.
+	LocalQuota int64
 }
 
 // DefaultLimits returns the spec's security constraints and the

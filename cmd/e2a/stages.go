@@ -38,7 +38,7 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	// The workflow REST API validates and describes capabilities here; the
 	// executions themselves run on the workflow pool (`e2a agent --pool
 	// workflow`), which owns StoreData's buckets.
-	wf, err := newWorkflowValidator(log)
+	wf, err := newWorkflowValidator(cfg, log)
 	if err != nil {
 		return err
 	}

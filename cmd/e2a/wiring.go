@@ -19,7 +19,7 @@ import (
 // newWorkflowExecutor builds the A2E workflow executor from E2A_WORKFLOW_*
 // settings, with StoreData on JetStream KV and a KV-shared cache.
 func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*workflow.Executor, error) {
-	wc, opts, err := workflowOptions(log)
+	wc, opts, err := workflowOptions(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 	if err != nil {
 		return nil, fmt.Errorf("workflow storage: %w", err)
 	}
-	stores := &workflow.Stores{Local: local, Session: session}
+	stores := &workflow.Stores{Local: local, Session: session, LocalQuota: opts.Limits.LocalQuota}
 	if wc.FileDir != "" {
 		stores.Dir = wc.FileDir
 	}
@@ -108,8 +108,8 @@ func egressAuthorizer(auth *ingress.Auth) func(*http.Request) (tenant.Principal,
 // (workflow.Options.ValidateOnly), which holds the policy and the vault:
 // serve needs none of the pool's settings or secrets, and holds no
 // credential.
-func newWorkflowValidator(log *slog.Logger) (*workflow.Executor, error) {
-	wc, opts, err := workflowOptions(log)
+func newWorkflowValidator(cfg Config, log *slog.Logger) (*workflow.Executor, error) {
+	wc, opts, err := workflowOptions(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -124,13 +124,16 @@ func newWorkflowValidator(log *slog.Logger) (*workflow.Executor, error) {
 
 // workflowOptions reads the E2A_WORKFLOW_* settings and the executor
 // options they give (policy, vault names, limits), the same for the
-// workflow pool and serve's REST API.
-func workflowOptions(log *slog.Logger) (workflow.Config, workflow.Options, error) {
+// workflow pool and serve's REST API, with the localStorage quota of
+// A2E_LOCAL's bound (E2A_KV_MAX_BYTES) that the pool enforces and both
+// list in the capabilities.
+func workflowOptions(cfg Config, log *slog.Logger) (workflow.Config, workflow.Options, error) {
 	wc, err := workflow.ConfigFromEnv()
 	if err != nil {
 		return wc, workflow.Options{}, err
 	}
 	opts, err := wc.Options(os.Environ(), log)
+	opts.Limits.LocalQuota = wc.LocalQuota(cfg.KVMaxBytes)
 	return wc, opts, err
 }
 
