@@ -320,6 +320,12 @@ func (x *execution) attempt(ctx context.Context, pc *preparedCall) (_ any, err e
 	if err != nil {
 		return nil, err
 	}
+	return x.answer(actx, resp)
+}
+
+// answer reads resp, the answer to an attempt whose context is actx: its
+// value, or the attempt's failure.
+func (x *execution) answer(actx context.Context, resp *http.Response) (any, error) {
 	defer resp.Body.Close()
 	// The answer's read ends with the call's timeout too: net/http ends
 	// it with actx for every answer but a 101 Switching Protocols, whose
