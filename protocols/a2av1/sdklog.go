@@ -31,6 +31,7 @@ func sdkLogger(h Host) *slog.Logger {
 // a write to the client failed.
 type clientWrites struct {
 	http.ResponseWriter
+	rc     *http.ResponseController
 	failed atomic.Bool
 }
 
@@ -45,7 +46,7 @@ func (w *clientWrites) Write(b []byte) (int, error) {
 // Flush flushes; a flush that fails is remembered as a failed write (the
 // SDK's SSE writer asserts http.Flusher and sees no error).
 func (w *clientWrites) Flush() {
-	if http.NewResponseController(w.ResponseWriter).Flush() != nil {
+	if w.rc.Flush() != nil {
 		w.failed.Store(true)
 	}
 }
@@ -58,7 +59,7 @@ type clientWritesKey struct{}
 // withSDKLog returns w and r for the SDK's handler: w remembering a failed
 // write, r's context carrying it and logger.
 func withSDKLog(w http.ResponseWriter, r *http.Request, logger *slog.Logger) (*clientWrites, *http.Request) {
-	cw := &clientWrites{ResponseWriter: w}
+	cw := &clientWrites{ResponseWriter: w, rc: http.NewResponseController(w)}
 	ctx := context.WithValue(a2alog.AttachLogger(r.Context(), logger), clientWritesKey{}, cw)
 	return cw, r.WithContext(ctx)
 }
