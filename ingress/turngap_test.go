@@ -283,8 +283,16 @@ func TestTurnAfterFailedTurnRunsPromptly(t *testing.T) {
 		t.Fatalf("answer B accepted while no stream had a leader: %+v", r.res)
 	}
 	c.Restart(down...)
-	testkit.Eventually(t, 30*time.Second, "the streams' leaders", func() bool {
-		return c.StreamLeader(streams.RequestsStream) >= 0 && c.StreamLeader(streams.ResponsesStream) >= 0 && c.StreamLeader(tasksKV) >= 0
+	// The pool's consumer elects its leader apart from the stream's: C's
+	// start is timed from when the pool can be pulled from (without this
+	// wait it measured the consumer's election, up to 5.2 s, not B's hold).
+	demo, err := streams.AgentConsumerName("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "the streams' and the pool consumer's leaders", func() bool {
+		return c.StreamLeader(streams.RequestsStream) >= 0 && c.StreamLeader(streams.ResponsesStream) >= 0 && c.StreamLeader(tasksKV) >= 0 &&
+			c.ConsumerLeader(streams.RequestsStream, demo) >= 0
 	})
 	from := time.Now()
 	answer := sendAnswer(ctx, cl, task, "C", false)

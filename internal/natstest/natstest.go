@@ -406,6 +406,21 @@ func (c *Cluster) StreamLeader(stream string) int {
 	return -1
 }
 
+// ConsumerLeader returns the index of the node leading the consumer
+// of stream, or -1. A consumer's Raft group elects its leader apart from
+// its stream's: after a restart the stream may have one while a pull from
+// the consumer still waits for the consumer's (seconds).
+func (c *Cluster) ConsumerLeader(stream, consumer string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.nodes {
+		if e != nil && e.Server().JetStreamIsConsumerLeader(globalAccount, stream, consumer) {
+			return i
+		}
+	}
+	return -1
+}
+
 // Leaderless kills every node but keep and returns them (for Restart),
 // leaving stream without a leader: the node kept, which may have taken
 // the leadership over from a node killed (a clean shutdown hands it on)
