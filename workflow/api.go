@@ -344,6 +344,9 @@ func (e *Executor) Capabilities(principal string) Capabilities {
 	if e.limits.LocalQuota > 0 {
 		c.SecurityConstraints["localStorageQuotaBytes"] = e.limits.LocalQuota
 	}
+	if e.limits.SessionQuota > 0 {
+		c.SecurityConstraints["sessionStorageQuotaBytes"] = e.limits.SessionQuota
+	}
 	if wl, ok := e.limiter.(*WindowLimiter); ok { // a limiter whose limits are known
 		c.SecurityConstraints["apiCallsPerMinute"], c.SecurityConstraints["apiCallsPerHour"] = wl.PerMinute, wl.PerHour
 	}

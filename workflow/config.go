@@ -48,6 +48,11 @@ type Config struct {
 	// [Config.LocalQuota]): 0 (default) a quarter of the bucket's bound,
 	// -1 none.
 	LocalQuotaBytes int64 `envconfig:"E2A_WORKFLOW_LOCAL_QUOTA_BYTES" default:"0"`
+	// SessionQuotaBytes: E2A_WORKFLOW_SESSION_QUOTA_BYTES, the bytes one
+	// principal writes to sessionStorage within the bucket's TTL (see
+	// [Stores].SessionQuota and [Config.SessionQuota]): 0 (default) a
+	// quarter of the bucket's bound, -1 none.
+	SessionQuotaBytes int64 `envconfig:"E2A_WORKFLOW_SESSION_QUOTA_BYTES" default:"0"`
 	// FileDir: E2A_WORKFLOW_FILE_DIR, the sandbox of StoreData "file".
 	// Unset, ConfigFromEnv uses [DefaultFileDir]; "off" disables file
 	// storage (an empty FileDir in a Config built by hand disables it too).
@@ -107,6 +112,7 @@ func (c Config) checkLimits() error {
 		{"E2A_WORKFLOW_MAX_STEPS", c.MaxSteps < 0}, {"E2A_WORKFLOW_API_CALLS_PER_MINUTE", c.APICallsPerMinute < 0},
 		{"E2A_WORKFLOW_API_CALLS_PER_HOUR", c.APICallsPerHour < 0}, {"E2A_WORKFLOW_MAX_RETRIES", c.MaxRetries < 0},
 		{"E2A_WORKFLOW_LOCAL_QUOTA_BYTES (-1: none)", c.LocalQuotaBytes < -1},
+		{"E2A_WORKFLOW_SESSION_QUOTA_BYTES (-1: none)", c.SessionQuotaBytes < -1},
 	} {
 		if l.neg {
 			return fmt.Errorf("workflow: config: %s must not be negative", l.name)
@@ -119,9 +125,21 @@ func (c Config) checkLimits() error {
 // to bucketMaxBytes (<= 0: unbounded): LocalQuotaBytes, or when it is 0
 // bucketMaxBytes / [DefaultLocalQuotaShare]; -1 when there is none.
 func (c Config) LocalQuota(bucketMaxBytes int64) int64 {
+	return quotaOf(c.LocalQuotaBytes, bucketMaxBytes)
+}
+
+// SessionQuota is the sessionStorage quota per principal for a bucket
+// bounded to bucketMaxBytes, as [Config.LocalQuota] is of LocalQuotaBytes:
+// SessionQuotaBytes, or when it is 0 bucketMaxBytes /
+// [DefaultLocalQuotaShare]; -1 when there is none.
+func (c Config) SessionQuota(bucketMaxBytes int64) int64 {
+	return quotaOf(c.SessionQuotaBytes, bucketMaxBytes)
+}
+
+func quotaOf(set, bucketMaxBytes int64) int64 {
 	switch {
-	case c.LocalQuotaBytes != 0:
-		return c.LocalQuotaBytes
+	case set != 0:
+		return set
 	case bucketMaxBytes > 0:
 		return max(bucketMaxBytes/DefaultLocalQuotaShare, 1)
 	}

@@ -100,7 +100,11 @@
 //     fails an ExecutionError, not retryable, details.limit
 //     "localStorageQuota"; a full bucket (the principals together) fails
 //     details.limit "storageFull", not retryable for localStorage (nothing
-//     in it expires), without the server's words.
+//     in it expires), without the server's words. sessionStorage has a
+//     quota per principal too (Stores.SessionQuota,
+//     E2A_WORKFLOW_SESSION_QUOTA_BYTES; same default) of the bytes written
+//     within the bucket's TTL, as its keys expire without a write (see
+//     sessionquota.go): details.limit "sessionStorageQuota".
 //   - Wait {duration ms}: sleeps on the executor's [Clock].
 //   - MergeData {sources, strategy, outputPath}: concat, union (deep-equal
 //     duplicates removed), intersect (elements of the first source in all
@@ -191,7 +195,8 @@
 //     and maxResponseBytes, maxLoopIterations, maxSteps, maxNesting,
 //     maxStoreBytes, maxDataBytes, and apiCallsPerMinute and
 //     apiCallsPerHour when the limiter is a [WindowLimiter], and
-//     localStorageQuotaBytes when Limits.LocalQuota is set.
+//     localStorageQuotaBytes and sessionStorageQuotaBytes when
+//     Limits.LocalQuota and Limits.SessionQuota are set.
 //
 // # Retries and cache
 //

@@ -51,6 +51,11 @@ type Limits struct {
 	// capabilities (localStorageQuotaBytes) when positive. The storage
 	// enforces it (Stores.LocalQuota, given the same); 0 lists none.
 	LocalQuota int64
+	// SessionQuota is the sessionStorage quota per principal, listed in
+	// the capabilities (sessionStorageQuotaBytes) when positive. The
+	// storage enforces it (Stores.SessionQuota, given the same); 0 lists
+	// none.
+	SessionQuota int64
 }
 
 // DefaultLimits returns the spec's security constraints and the

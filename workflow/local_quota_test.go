@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -24,7 +25,35 @@ func (n *natsEnv) boundedKV(t testing.TB, name string, maxBytes int64) jetstream
 // storeLocal stores a JSON string of size bytes under key for principal.
 func storeLocal(t testing.TB, s *Stores, principal, key string, size int) *Error {
 	t.Helper()
-	_, err := s.Store(tctx(t), StoreScope{Principal: principal, RequestID: "r"}, StorageLocal, key, bytes.Repeat([]byte("x"), size))
+	return storeIn(t, s, StorageLocal, principal, key, size)
+}
+
+// refusedPastQuota stores 10 KiB for principal "greedy" (key a) in
+// storage kind, then checks that 10 KiB more (key b) are refused by its
+// quota of quota bytes: not retryable, without NATS internals.
+func refusedPastQuota(t *testing.T, s *Stores, kind string, quota int64) {
+	t.Helper()
+	if we := storeIn(t, s, kind, "greedy", "a", 10<<10); we != nil {
+		t.Fatalf("first 10 KiB: %v", we)
+	}
+	we := storeIn(t, s, kind, "greedy", "b", 10<<10)
+	if we == nil {
+		t.Fatalf("greedy stored 20 KiB past its %d B quota", quota)
+	}
+	if we.Type != ExecutionError || we.Retryable || !strings.Contains(we.Message, kind+" quota") ||
+		!strings.Contains(we.Message, fmt.Sprint(quota)) || we.Details["limit"] != kind+"Quota" {
+		t.Errorf("over quota: %+v", we)
+	}
+	if strings.Contains(we.Message, "nats") {
+		t.Errorf("NATS internals in %q", we.Message)
+	}
+}
+
+// storeIn stores size bytes under key for principal (request id "r") in
+// storage kind, and returns its A2E error.
+func storeIn(t testing.TB, s *Stores, kind, principal, key string, size int) *Error {
+	t.Helper()
+	_, err := s.Store(tctx(t), StoreScope{Principal: principal, RequestID: "r"}, kind, key, bytes.Repeat([]byte("x"), size))
 	if err == nil {
 		return nil
 	}
@@ -44,21 +73,7 @@ func TestLocalStorageQuotaPerPrincipal(t *testing.T) {
 	n := startNATS(t)
 	kv := n.boundedKV(t, "A2E_LOCAL", 64<<10)
 	s := &Stores{Local: kv} // quota: a quarter of 64 KiB
-	quota := int64(16 << 10)
-	if we := storeLocal(t, s, "greedy", "a", 10<<10); we != nil {
-		t.Fatalf("first 10 KiB: %v", we)
-	}
-	we := storeLocal(t, s, "greedy", "b", 10<<10)
-	if we == nil {
-		t.Fatal("greedy stored 20 KiB past its 16 KiB quota")
-	}
-	if we.Type != ExecutionError || we.Retryable || !strings.Contains(we.Message, "quota") ||
-		!strings.Contains(we.Message, fmt.Sprint(quota)) || we.Details["limit"] != "localStorageQuota" {
-		t.Errorf("over quota: %+v", we)
-	}
-	if strings.Contains(we.Message, "nats") {
-		t.Errorf("NATS internals in %q", we.Message)
-	}
+	refusedPastQuota(t, s, StorageLocal, 16<<10)
 	// an overwrite counts its difference only
 	if we := storeLocal(t, s, "greedy", "a", 12<<10); we != nil {
 		t.Fatalf("overwrite 10 → 12 KiB: %v", we)
@@ -97,34 +112,12 @@ func TestLocalStorageQuotaConcurrentWorkers(t *testing.T) {
 	const quota, size, tries = 8 << 10, 1000, 24
 	w1, w2 := &Stores{Local: kv, LocalQuota: quota}, &Stores{Local: kv, LocalQuota: quota}
 	fit := int(quota / localCharge("p.k00", size))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	stored, refused := 0, 0
-	for i := range tries {
-		w := w1
-		if i%2 == 1 {
-			w = w2
-		}
-		wg.Go(func() {
-			we := storeLocal(t, w, "p", fmt.Sprintf("k%02d", i), size)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case we == nil:
-				stored++
-			case we.Details["limit"] == "localStorageQuota":
-				refused++
-			default:
-				t.Errorf("k%02d: %v", i, we)
-			}
-		})
-	}
-	wg.Wait()
-	if stored != fit || refused != tries-fit {
+	if stored, refused := storeAtOnce(t, w1, w2, StorageLocal, tries, size); stored != fit || refused != tries-fit {
 		t.Errorf("stored %d, refused %d; the quota holds %d", stored, refused, fit)
 	}
 	// overwrites of one key at once, on both workers, each counted as its
 	// difference: the count ends equal to what the keys hold
+	var wg sync.WaitGroup
 	for i := range 12 {
 		w := w1
 		if i%2 == 1 {
@@ -197,16 +190,50 @@ func TestLocalStorageFullBucket(t *testing.T) {
 }
 
 // TestStoreDataOverQuotaFails: through the executor, StoreData over the
-// quota fails its operation with the quota's error, not retryable.
+// quota (localStorage's, sessionStorage's) fails its operation with the
+// quota's error, not retryable.
 func TestStoreDataOverQuotaFails(t *testing.T) {
 	n := startNATS(t)
-	en := newEnv(t, func(o *Options) { o.Storage = &Stores{Local: n.boundedKV(t, "A2E_LOCAL", 1<<20), LocalQuota: 50} })
-	out, _ := en.run(t, lines(
-		op("get", `{"ApiCall":{"method":"GET","url":"https://api.example.com/data","outputPath":"/workflow/d"}}`),
-		op("keep", `{"StoreData":{"inputPath":"/workflow/d","storage":"localStorage","key":"results/latest"}}`),
-		begin("get", "keep")))
-	if out.Status != StatusFailed || out.Error == nil || out.Error.OperationID != "keep" || out.Error.Retryable ||
-		out.Error.Details["limit"] != "localStorageQuota" || out.Error.Code() != "execution_error" {
-		t.Fatalf("%s %+v", out.Status, out.Error)
+	stores := &Stores{Local: n.boundedKV(t, "A2E_LOCAL", 1<<20), LocalQuota: 50,
+		Session: n.sessionKV(t, 1<<20, time.Hour), SessionQuota: 50}
+	en := newEnv(t, func(o *Options) { o.Storage = stores })
+	for _, kind := range []string{StorageLocal, StorageSession} {
+		out, _ := en.run(t, lines(
+			op("get", `{"ApiCall":{"method":"GET","url":"https://api.example.com/data","outputPath":"/workflow/d"}}`),
+			op("keep", `{"StoreData":{"inputPath":"/workflow/d","storage":"`+kind+`","key":"results/latest"}}`),
+			begin("get", "keep")))
+		if out.Status != StatusFailed || out.Error == nil || out.Error.OperationID != "keep" || out.Error.Retryable ||
+			out.Error.Details["limit"] != kind+"Quota" || out.Error.Code() != "execution_error" {
+			t.Fatalf("%s: %s %+v", kind, out.Status, out.Error)
+		}
 	}
+}
+
+// storeAtOnce stores tries values of size bytes for principal "p" (keys
+// k00, k01, …) in storage kind at once, half on w1 and half on w2 (two
+// workers), and counts those stored and those refused by the quota.
+func storeAtOnce(t *testing.T, w1, w2 *Stores, kind string, tries, size int) (stored, refused int) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range tries {
+		w := w1
+		if i%2 == 1 {
+			w = w2
+		}
+		wg.Go(func() {
+			we := storeIn(t, w, kind, "p", fmt.Sprintf("k%02d", i), size)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case we == nil:
+				stored++
+			case we.Details["limit"] == kind+"Quota":
+				refused++
+			default:
+				t.Errorf("k%02d: %v", i, we)
+			}
+		})
+	}
+	wg.Wait()
+	return stored, refused
 }

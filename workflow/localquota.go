@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,26 +40,41 @@ func localCharge(k string, n int) int64 { return int64(len(k)+n) + localKeyOverh
 // StoreData key can be it.
 func usageKey(token string) string { return "=usage." + token }
 
+// bucketLimits is what a bucket's status gives a quota: the bound
+// share and the keys' TTL (MaxAge; 0: none).
+type bucketLimits struct {
+	quota int64 // MaxBytes / DefaultLocalQuotaShare; -1: the bucket is unbounded
+	ttl   time.Duration
+}
+
+// resolveBucket reads kv's status once (cached in res). It holds no lock
+// across the Status call: workers resolving at once each ask the server
+// (the answers are the same), so that one caller waiting on a slow server
+// does not hold up another whose context ends sooner, and a failed call
+// caches nothing.
+func resolveBucket(ctx context.Context, kv jetstream.KeyValue, res *atomic.Pointer[bucketLimits]) (bucketLimits, error) {
+	if l := res.Load(); l != nil {
+		return *l, nil
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return bucketLimits{}, err
+	}
+	l := bucketLimits{quota: -1, ttl: st.TTL()}
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo().Config.MaxBytes > 0 {
+		l.quota = max(bs.StreamInfo().Config.MaxBytes/DefaultLocalQuotaShare, 1)
+	}
+	res.Store(&l)
+	return l, nil
+}
+
 // localQuota resolves LocalQuota: negative is none.
 func (s *Stores) localQuota(ctx context.Context) (int64, error) {
 	if s.LocalQuota != 0 {
 		return s.LocalQuota, nil
 	}
-	s.quotaMu.Lock()
-	defer s.quotaMu.Unlock()
-	if s.quota != 0 {
-		return s.quota, nil
-	}
-	st, err := s.Local.Status(ctx)
-	if err != nil {
-		return 0, err
-	}
-	q := int64(-1)
-	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo().Config.MaxBytes > 0 {
-		q = max(bs.StreamInfo().Config.MaxBytes/DefaultLocalQuotaShare, 1)
-	}
-	s.quota = q
-	return q, nil
+	l, err := resolveBucket(ctx, s.Local, &s.localLimits)
+	return l.quota, err
 }
 
 // putLocal writes a localStorage value within its principal's quota. The
@@ -88,7 +104,7 @@ func (s *Stores) putLocal(ctx context.Context, token, k string, data []byte) err
 				return err
 			}
 		}
-		if err := s.putAt(ctx, k, data, rev); err != nil {
+		if err := putAt(ctx, s.Local, k, data, rev); err != nil {
 			if delta > 0 {
 				s.release(ctx, token, delta)
 			}
@@ -141,14 +157,11 @@ func (s *Stores) DeleteLocal(ctx context.Context, principal, key string) error {
 // localCurrent returns the charge and revision of k's value (0, 0 when
 // there is none).
 func (s *Stores) localCurrent(ctx context.Context, k string) (int64, uint64, error) {
-	e, err := s.Local.Get(ctx, k)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, 0, nil
-	}
-	if err != nil {
+	v, rev, err := getAt(ctx, s.Local, k)
+	if err != nil || rev == 0 {
 		return 0, 0, err
 	}
-	return localCharge(k, len(e.Value())), e.Revision(), nil
+	return localCharge(k, len(v)), rev, nil
 }
 
 // charge adds delta to a principal's usage, refusing an increase past
@@ -157,36 +170,45 @@ func (s *Stores) charge(ctx context.Context, token string, delta, quota int64) e
 	uk := usageKey(token)
 	for range casAttempts {
 		var used int64
-		var rev uint64
-		e, err := s.Local.Get(ctx, uk)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
+		v, rev, err := getAt(ctx, s.Local, uk)
+		if err != nil {
 			return err
-		default:
-			if used, err = strconv.ParseInt(string(e.Value()), 10, 64); err != nil {
+		}
+		if rev != 0 {
+			if used, err = strconv.ParseInt(string(v), 10, 64); err != nil {
 				return fmt.Errorf("usage key %s: %w", uk, err)
 			}
-			rev = e.Revision()
 		}
 		n := max(used+delta, 0)
 		if delta > 0 && n > quota {
-			return quotaError(quota, used, delta)
+			return quotaError(StorageLocal, quota, used, delta, 0)
 		}
-		v := []byte(strconv.FormatInt(n, 10))
-		if err := s.putAt(ctx, uk, v, rev); err == nil || !casConflict(err) {
+		v = []byte(strconv.FormatInt(n, 10))
+		if err := putAt(ctx, s.Local, uk, v, rev); err == nil || !casConflict(err) {
 			return err
 		}
 	}
 	return errStoreContended
 }
 
-// putAt writes k if its revision is still rev (0: k holds no value).
-func (s *Stores) putAt(ctx context.Context, k string, v []byte, rev uint64) (err error) {
+// getAt reads k in kv: its value and revision (0 when k holds none).
+func getAt(ctx context.Context, kv jetstream.KeyValue, k string) ([]byte, uint64, error) {
+	e, err := kv.Get(ctx, k)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// putAt writes k in kv if its revision is still rev (0: k holds no value).
+func putAt(ctx context.Context, kv jetstream.KeyValue, k string, v []byte, rev uint64) (err error) {
 	if rev == 0 {
-		_, err = s.Local.Create(ctx, k, v)
+		_, err = kv.Create(ctx, k, v)
 	} else {
-		_, err = s.Local.Update(ctx, k, v, rev)
+		_, err = kv.Update(ctx, k, v, rev)
 	}
 	return err
 }
@@ -206,10 +228,18 @@ func casConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }
 
-func quotaError(quota, used, delta int64) *Error {
-	e := newError(ExecutionError, "localStorage quota exceeded: a principal keeps at most %d bytes; this one keeps %d and the value needs %d more", quota, used, delta)
-	e.Details = map[string]any{"limit": "localStorageQuota", "quotaBytes": quota, "usedBytes": used, "neededBytes": delta}
-	e.Suggestions = []string{"Overwrite localStorage keys no longer needed with smaller values (e.g. null), or ask the operator for a larger quota"}
+// quotaError is the A2E error of a store past its principal's quota of
+// kind (localStorage; sessionStorage, counted per ttl).
+func quotaError(kind string, quota, used, delta int64, ttl time.Duration) *Error {
+	msg := fmt.Sprintf("a principal keeps at most %d bytes; this one keeps %d", quota, used)
+	hint := "Overwrite localStorage keys no longer needed with smaller values (e.g. null), or ask the operator for a larger quota"
+	if kind == StorageSession {
+		msg = fmt.Sprintf("a principal writes at most %d bytes in %s (the time its keys are kept); this one wrote %d", quota, ttl, used)
+		hint = "Store less in sessionStorage, or run the workflow again once earlier sessions have expired, or ask the operator for a larger quota"
+	}
+	e := newError(ExecutionError, "%s quota exceeded: %s and the value needs %d more", kind, msg, delta)
+	e.Details = map[string]any{"limit": kind + "Quota", "quotaBytes": quota, "usedBytes": used, "neededBytes": delta}
+	e.Suggestions = []string{hint}
 	return e
 }
 

@@ -10,7 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -67,6 +68,8 @@ func (StorageKinds) Store(context.Context, StoreScope, string, string, []byte) (
 // localStorage has a per-principal quota (LocalQuota, [Stores.DeleteLocal]):
 // the bucket's bound is shared and nothing in it expires, so without one a
 // single principal could fill it and fail every other principal's StoreData.
+// sessionStorage has one too (SessionQuota): its keys expire, but a
+// principal filling the bucket failed everyone's for up to its TTL.
 type Stores struct {
 	Local   jetstream.KeyValue
 	Session jetstream.KeyValue
@@ -78,8 +81,16 @@ type Stores struct {
 	// (key "=usage.<principal>"), shared by every worker.
 	LocalQuota int64
 
-	quotaMu sync.Mutex
-	quota   int64 // resolved LocalQuota; 0: not yet
+	// SessionQuota bounds the bytes one principal writes to Session
+	// within the bucket's TTL (its keys' lifetime), each key counted as in
+	// LocalQuota, every write in full (see sessionquota.go for why). 0 is
+	// the bucket's MaxBytes / [DefaultLocalQuotaShare] (none when the
+	// bucket is unbounded); negative is none. The count is kept in the
+	// bucket (key "=usage.<principal>").
+	SessionQuota int64
+
+	localLimits, sessionLimits atomic.Pointer[bucketLimits] // resolved from the buckets' status
+	now                        func() time.Time             // the sessionStorage quota's clock; nil: time.Now
 }
 
 // Kinds implements Storage.
@@ -133,7 +144,7 @@ func (s *Stores) Store(ctx context.Context, scope StoreScope, kind, key string, 
 		if kind == StorageLocal {
 			err = s.putLocal(ctx, scopeToken(scope.Principal), k, data)
 		} else {
-			_, err = kv.Put(ctx, k, data)
+			err = s.putSession(ctx, scopeToken(scope.Principal), k, data)
 		}
 		if err != nil {
 			return "", storeError(kind, key, err)
