@@ -48,7 +48,7 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 	if err != nil {
 		return nil, fmt.Errorf("workflow storage: %w", err)
 	}
-	stores := &workflow.Stores{Local: local, Session: session, LocalQuota: opts.Limits.LocalQuota}
+	stores := &workflow.Stores{Local: local, Session: session, LocalQuota: opts.Limits.LocalQuota, SessionQuota: opts.Limits.SessionQuota}
 	if wc.FileDir != "" {
 		stores.Dir = wc.FileDir
 	}
@@ -124,9 +124,10 @@ func newWorkflowValidator(cfg Config, log *slog.Logger) (*workflow.Executor, err
 
 // workflowOptions reads the E2A_WORKFLOW_* settings and the executor
 // options they give (policy, vault names, limits), the same for the
-// workflow pool and serve's REST API, with the localStorage quota of
-// A2E_LOCAL's bound (E2A_KV_MAX_BYTES) that the pool enforces and both
-// list in the capabilities.
+// workflow pool and serve's REST API, with the localStorage and
+// sessionStorage quotas of A2E_LOCAL's and A2E_SESSION's bound
+// (E2A_KV_MAX_BYTES) that the pool enforces and both list in the
+// capabilities.
 func workflowOptions(cfg Config, log *slog.Logger) (workflow.Config, workflow.Options, error) {
 	wc, err := workflow.ConfigFromEnv()
 	if err != nil {
@@ -134,6 +135,7 @@ func workflowOptions(cfg Config, log *slog.Logger) (workflow.Config, workflow.Op
 	}
 	opts, err := wc.Options(os.Environ(), log)
 	opts.Limits.LocalQuota = wc.LocalQuota(cfg.KVMaxBytes)
+	opts.Limits.SessionQuota = wc.SessionQuota(cfg.KVMaxBytes)
 	return wc, opts, err
 }
 

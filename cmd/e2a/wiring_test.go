@@ -74,38 +74,41 @@ func TestWorkflowPoolRefusesMissingFileDir(t *testing.T) {
 	}
 }
 
-// TestWorkflowLocalQuotaListed: the localStorage quota per principal is a
-// quarter of A2E_LOCAL's bound (E2A_KV_MAX_BYTES) unless
-// E2A_WORKFLOW_LOCAL_QUOTA_BYTES sets it (-1: none), the same in serve's
-// capabilities and in the pool, whose localStorage enforces it.
-func TestWorkflowLocalQuotaListed(t *testing.T) {
-	quota := func(e *workflow.Executor) any {
-		return e.Capabilities("tester").SecurityConstraints["localStorageQuotaBytes"]
-	}
+// TestWorkflowStorageQuotasListed: the localStorage and sessionStorage
+// quotas per principal are each a quarter of their bucket's bound
+// (E2A_KV_MAX_BYTES) unless E2A_WORKFLOW_LOCAL_QUOTA_BYTES /
+// E2A_WORKFLOW_SESSION_QUOTA_BYTES sets it (-1: none), the same in serve's
+// capabilities and in the pool, whose storage enforces them.
+func TestWorkflowStorageQuotasListed(t *testing.T) {
 	t.Setenv("E2A_WORKFLOW_FILE_DIR", "off")
-	for _, c := range []struct {
-		env  string
-		want any
-	}{{"0", int64(1 << 20)}, {"1000", int64(1000)}, {"-1", nil}} {
-		cfg := configWith(t, "E2A_KV_MAX_BYTES=4194304", "E2A_WORKFLOW_LOCAL_QUOTA_BYTES="+c.env)
-		e, err := newWorkflowValidator(cfg, nil)
+	_, nc := natstest.RunServer(t)
+	for _, q := range []struct{ env, member string }{
+		{"E2A_WORKFLOW_LOCAL_QUOTA_BYTES", "localStorageQuotaBytes"},
+		{"E2A_WORKFLOW_SESSION_QUOTA_BYTES", "sessionStorageQuotaBytes"},
+	} {
+		quota := func(e *workflow.Executor) any { return e.Capabilities("tester").SecurityConstraints[q.member] }
+		for _, c := range []struct {
+			env  string
+			want any
+		}{{"0", int64(1 << 20)}, {"1000", int64(1000)}, {"-1", nil}} {
+			cfg := configWith(t, "E2A_KV_MAX_BYTES=4194304", q.env+"="+c.env)
+			e, err := newWorkflowValidator(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := quota(e); got != c.want {
+				t.Errorf("serve, %s=%q: %v, want %v", q.env, c.env, got, c.want)
+			}
+		}
+		if _, err := newWorkflowValidator(configWith(t, q.env+"=-2"), nil); err == nil || !strings.Contains(err.Error(), q.env) {
+			t.Errorf("%s=-2: %v", q.env, err)
+		}
+		e, err := newWorkflowExecutor(context.Background(), natstest.JetStream(t, nc), configWith(t, "E2A_KV_MAX_BYTES=4194304", q.env+"=1000"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := quota(e); got != c.want {
-			t.Errorf("serve, E2A_WORKFLOW_LOCAL_QUOTA_BYTES=%q: %v, want %v", c.env, got, c.want)
+		if got := quota(e); got != int64(1000) {
+			t.Errorf("pool, %s: %v", q.env, got)
 		}
-	}
-	if _, err := newWorkflowValidator(configWith(t, "E2A_WORKFLOW_LOCAL_QUOTA_BYTES=-2"), nil); err == nil ||
-		!strings.Contains(err.Error(), "E2A_WORKFLOW_LOCAL_QUOTA_BYTES") {
-		t.Errorf("-2: %v", err)
-	}
-	_, nc := natstest.RunServer(t)
-	e, err := newWorkflowExecutor(context.Background(), natstest.JetStream(t, nc), configWith(t, "E2A_KV_MAX_BYTES=4194304", "E2A_WORKFLOW_LOCAL_QUOTA_BYTES=1000"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := quota(e); got != int64(1000) {
-		t.Errorf("pool: %v", got)
 	}
 }
