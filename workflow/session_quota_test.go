@@ -1,9 +1,14 @@
 package workflow
 
 import (
+	"context"
+	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -70,5 +75,52 @@ func TestSessionStorageQuotaConcurrentWorkers(t *testing.T) {
 	fit := int(quota / localCharge("p.r.k00", size))
 	if stored, refused := storeAtOnce(t, w1, w2, StorageSession, tries, size); stored != fit || refused != tries-fit {
 		t.Errorf("stored %d, refused %d; the quota holds %d", stored, refused, fit)
+	}
+}
+
+// TestQuotaResolutionHoldsNoOneBack: the first store of a worker reads the
+// bucket's status (its bound, for the default quota). With the server
+// unreachable, that read waits for its caller's context; another store,
+// with a shorter context, must fail at the end of its own, not wait for
+// the first (the resolution held a mutex across the read: the second then
+// waited for the first's context).
+func TestQuotaResolutionHoldsNoOneBack(t *testing.T) {
+	n := startNATS(t)
+	s := &Stores{Local: n.boundedKV(t, "A2E_LOCAL", 64<<10)}
+	disconnected := make(chan struct{})
+	n.nc.SetDisconnectErrHandler(func(*nats.Conn, error) { close(disconnected) })
+	// the connection reconnects: its requests wait, buffered (before it
+	// sees the server gone, they could be written to the dead socket,
+	// blocking for a minute)
+	n.srv.Shutdown()
+	<-disconnected
+	// a deadline, else JetStream's 5 s default
+	first, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := s.Store(first, StoreScope{Principal: "a", RequestID: "r"}, StorageLocal, "k", []byte(`1`))
+		firstDone <- err
+	}()
+	for b, _ := n.nc.Buffered(); b == 0; b, _ = n.nc.Buffered() { // until the first store's status request is out, waiting
+		runtime.Gosched()
+	}
+	ctx, cancelSecond := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancelSecond()
+	secondDone := make(chan error, 1)
+	go func() {
+		_, err := s.Store(ctx, StoreScope{Principal: "b", RequestID: "r"}, StorageLocal, "k", []byte(`1`))
+		secondDone <- err
+	}()
+	select {
+	case err := <-secondDone:
+		var we *Error
+		if !errors.As(err, &we) || !we.Retryable {
+			t.Errorf("second store: %v, want a retryable store failure", err)
+		}
+	case err := <-firstDone:
+		t.Fatalf("the first store ended first: %v", err)
+	case <-time.After(10 * time.Second): // a bound on failure, not a synchronisation
+		t.Fatal("the second store (200 ms context) still waits 10 s later, behind the first")
 	}
 }
