@@ -4,7 +4,9 @@ package main
 // user reads them: each test holds one claim against what the code does.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/proctest"
@@ -157,18 +160,60 @@ func TestREADMEAgentBesideDevNamesNATSURL(t *testing.T) {
 // commands before it answered, as a reader copies it (<request_id>,
 // <sessionId>); grpcurl (a tool of its own, with E2A_GRPC_ADDR set) is left
 // to the gRPC tests. Before it no test ran the README's commands: a renamed
-// method or field in an example went unnoticed.
+// method or field in an example went unnoticed. The Push notifications
+// section's command runs as its comment says: <taskId> is the task of a
+// SendMessage whose text is `ask:input the weather`, the receiver on port
+// 9000 is one of the test's, and the answer to the task (a SendMessage
+// naming it) is then posted to that receiver, with the config's token and
+// credentials.
 func TestREADMECurlExamples(t *testing.T) {
 	curl := proctest.Need(t, "curl", "install curl (Debian: apt-get install curl)")
 	sh := proctest.Need(t, "sh", "a POSIX shell")
-	stmts := readmeShellStatements(t, "Quick start", "Protocols")
-	host := strings.TrimPrefix(startDev(t, nil).base, "http://")
+	stmts := readmeShellStatements(t, "Quick start", "Protocols", "Push notifications")
+	base := startDev(t, nil).base
+	host := strings.TrimPrefix(base, "http://")
+	posted := make(chan string, 64)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		select { // never blocks the push stage, nor the receiver's Close
+		case posted <- r.Header.Get("Authorization") + " " + r.Header.Get("X-A2A-Notification-Token") + " " + string(b):
+		default:
+		}
+	}))
+	defer receiver.Close()
+	sendMessage := func(text, taskID string) string {
+		t.Helper()
+		msg := map[string]any{"role": "ROLE_USER", "messageId": "readme-push-" + taskID, "parts": []any{map[string]any{"text": text}}}
+		if taskID != "" {
+			msg["taskId"] = taskID
+		}
+		var out struct {
+			Result struct {
+				Task struct {
+					ID string `json:"id"`
+				} `json:"task"`
+			} `json:"result"`
+		}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": map[string]any{"message": msg}})
+		req, _ := http.NewRequest(http.MethodPost, base+"/a2a/v1", bytes.NewReader(body))
+		req.Header.Set("A2A-Version", "1.0")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Result.Task.ID == "" {
+			t.Fatalf("SendMessage %q: %v, no task", text, err)
+		}
+		return out.Result.Task.ID
+	}
+	taskID := sendMessage("ask:input the weather", "")
 	prelude := "curl() { '" + curl + "' --fail-with-body -sS --max-time 30 \"$@\"; }\n"
 	found := map[string]*regexp.Regexp{
 		"<request_id>": regexp.MustCompile(`"request_id":"([^"]+)"`),
 		"<sessionId>":  regexp.MustCompile(`"sessionId":"([^"]+)"`),
 	}
-	values := map[string]string{}
+	values := map[string]string{"<taskId>": taskID}
 	ran := 0
 	for _, stmt := range stmts {
 		switch first := strings.Fields(stmt)[0]; {
@@ -180,6 +225,7 @@ func TestREADMECurlExamples(t *testing.T) {
 			continue
 		}
 		cmd := strings.ReplaceAll(stmt, "localhost:8080", host)
+		cmd = strings.ReplaceAll(cmd, "http://127.0.0.1:9000", receiver.URL)
 		for ph, v := range values {
 			cmd = strings.ReplaceAll(cmd, ph, v)
 		}
@@ -194,8 +240,23 @@ func TestREADMECurlExamples(t *testing.T) {
 			}
 		}
 	}
-	if ran < 15 {
+	if ran < 16 {
 		t.Errorf("only %d README commands run: the parse is broken", ran)
+	}
+	sendMessage("Paris", taskID)
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case p := <-posted:
+			if !strings.HasPrefix(p, "Bearer <token the receiver expects> per-task-secret ") {
+				t.Fatalf("the receiver got %.300s, not the README config's credentials and token", p)
+			}
+			if strings.Contains(p, "TASK_STATE_COMPLETED") {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the receiver of the README's push config got no completed status of task %s", taskID)
+		}
 	}
 }
 
