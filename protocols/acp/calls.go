@@ -333,7 +333,7 @@ func readSessionConfig(raw json.RawMessage, need bool) (*sessionConfig, *jsonrpc
 		AdditionalDirectories []string        `json:"additionalDirectories"`
 	}
 	if err := json.Unmarshal(raw, &params); err != nil && len(raw) > 0 {
-		return nil, jsonrpc.InvalidParams("cwd must be a string, mcpServers an array")
+		return nil, jsonrpc.InvalidParams(sessionConfigTypeError(err))
 	}
 	if params.Cwd == nil || *params.Cwd == "" {
 		if need {
@@ -363,6 +363,22 @@ func readSessionConfig(raw json.RawMessage, need bool) (*sessionConfig, *jsonrpc
 	// normalizer's rule; names stay.
 	normalizer.StripMCPServers(cfg.McpServers)
 	return cfg, nil
+}
+
+// sessionConfigTypeError is the message of a session/new or session/load
+// params object readSessionConfig could not decode: the param of the wrong
+// JSON type, named (mcpServers, read raw, is checked after).
+func sessionConfigTypeError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		switch strings.SplitN(te.Field, ".", 2)[0] {
+		case "cwd":
+			return "cwd must be a string"
+		case "additionalDirectories":
+			return "additionalDirectories must be an array of strings"
+		}
+	}
+	return "params must be an object with cwd a string, mcpServers an array and additionalDirectories an array of strings"
 }
 
 // checkMCPServers checks each of mcpServers (a JSON array) as the ACP

@@ -35,3 +35,26 @@ func TestSessionCwdAbsolute(t *testing.T) {
 		t.Errorf("session/load with a relative cwd: %+v; want invalid params", r)
 	}
 }
+
+// TestSessionConfigTypeErrorNamesField: a session/new or session/load
+// param of the wrong JSON type is -32602 naming that param. An
+// additionalDirectories that was not an array of strings was answered
+// "cwd must be a string, mcpServers an array", naming two params that
+// were right.
+func TestSessionConfigTypeErrorNamesField(t *testing.T) {
+	h := newHost()
+	for _, c := range []struct {
+		params map[string]any
+		want   string
+	}{
+		{map[string]any{"cwd": "/w", "mcpServers": []any{}, "additionalDirectories": []any{1}}, "Invalid params: additionalDirectories must be an array of strings"},
+		{map[string]any{"cwd": "/w", "mcpServers": []any{}, "additionalDirectories": "/a"}, "Invalid params: additionalDirectories must be an array of strings"},
+		{map[string]any{"cwd": 7, "mcpServers": []any{}}, "Invalid params: cwd must be a string"},
+		{map[string]any{"cwd": "/w", "mcpServers": "fs"}, "Invalid params: mcpServers must be an array"},
+	} {
+		r := call(t, h, "session/new", c.params)
+		if r.err == nil || r.err.Code != jsonrpc.CodeInvalidParams || r.err.Message != c.want {
+			t.Errorf("session/new %v: %+v; want -32602 %q", c.params, r.err, c.want)
+		}
+	}
+}
