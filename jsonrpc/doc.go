@@ -40,5 +40,6 @@
 //
 // Bodies nested deeper than DecodeOptions.MaxDepth (arrays and objects,
 // counted over the whole body, params included) are refused with -32600
-// before anything is decoded.
+// before anything is decoded, however deep (past encoding/json's 10,000
+// levels too: valid JSON, not a -32700).
 package jsonrpc

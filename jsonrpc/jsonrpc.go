@@ -197,6 +197,10 @@ func Decode(body []byte, opts DecodeOptions) (calls []Call, batch bool, err *Err
 		return nil, false, ParseError("the body is not valid UTF-8")
 	}
 	if !jsonstr.Valid(body) {
+		if opts.MaxDepth < 10000 && jsonstr.ValidAnyDepth(body) {
+			// Valid JSON nested past encoding/json's 10,000 levels.
+			return nil, false, InvalidRequest(fmt.Sprintf("JSON nesting exceeds %d levels", opts.MaxDepth))
+		}
 		return nil, false, ParseError("the body is not valid JSON")
 	}
 	// jsonstr.Valid (json.Valid, faster) is an iterative scanner; only after it has passed do we

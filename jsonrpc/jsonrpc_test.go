@@ -106,10 +106,19 @@ func TestJSONRPCDepthCap(t *testing.T) {
 	if _, _, err := Decode([]byte(body), DecodeOptions{}); err != nil {
 		t.Fatalf("brackets in strings counted: %v", err)
 	}
-	// A very deep body is refused without recursion trouble.
+	// A very deep body is refused without recursion trouble, as the
+	// nesting it is (-32600), not as invalid JSON: past encoding/json's
+	// 10,000 levels it was answered -32700 "the body is not valid JSON".
 	deep := strings.Repeat("[", 1_000_000) + strings.Repeat("]", 1_000_000)
-	if _, _, err := Decode([]byte(deep), DecodeOptions{}); err == nil {
-		t.Fatal("deep body accepted")
+	if _, _, err := Decode([]byte(deep), DecodeOptions{}); err == nil || err.Code != CodeInvalidRequest || !strings.Contains(err.Message, "nesting") {
+		t.Fatalf("deep body: err = %v", err)
+	}
+	if _, _, err := Decode([]byte(nest(20_000)), DecodeOptions{}); err == nil || err.Code != CodeInvalidRequest || !strings.Contains(err.Message, "nesting") {
+		t.Fatalf("depth 20,001: err = %v", err)
+	}
+	// Deep and invalid stays a parse error.
+	if _, _, err := Decode([]byte(strings.Repeat("[", 20_000)), DecodeOptions{}); err == nil || err.Code != CodeParseError {
+		t.Fatalf("deep unterminated body: err = %v", err)
 	}
 	if _, _, err := Decode([]byte(nest(10)), DecodeOptions{MaxDepth: 5}); err == nil {
 		t.Fatal("custom depth ignored")

@@ -18,6 +18,15 @@ func Valid(data []byte) bool {
 	return ok && SkipSpace(data, i) == len(data)
 }
 
+// ValidAnyDepth is [Valid] without its nesting limit: RFC 8259 sets
+// none, so a caller that refuses deep input by its own bound tells the
+// two apart (too deep, or not JSON). Its memory is one byte per open
+// container, as Valid's.
+func ValidAnyDepth(data []byte) bool {
+	i, ok := value(data, SkipSpace(data, 0), len(data)+1)
+	return ok && SkipSpace(data, i) == len(data)
+}
+
 // ValidMembers is [Valid] and [Members] in one pass over data: it reports
 // whether data is a valid JSON object (surrounded by white space at most),
 // calling fn with each member's key (without its quotes) and value as it

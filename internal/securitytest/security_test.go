@@ -499,7 +499,7 @@ func (s *suite) bodyCases(alice map[string]string) {
 		}
 		whole := []byte(strings.Repeat("[", 30000) + strings.Repeat("]", 30000))
 		r = s.do(http.MethodPost, ep.path, whole, alice)
-		refused := (r.status >= 400 && r.status < 500) || bytes.Contains(r.body, []byte(`"code":-32700`)) || bytes.Contains(r.body, []byte(`"type":"error"`))
+		refused := (r.status >= 400 && r.status < 500) || bytes.Contains(r.body, []byte(`"code":-32700`)) || bytes.Contains(r.body, []byte(`"code":-32600`)) || bytes.Contains(r.body, []byte(`"type":"error"`))
 		s.check("body", ep.name+": whole body 30,000 nested arrays refused in the protocol's error shape", r.err == nil && refused && r.status < 500 && r.dur < 3*time.Second, "%s", r)
 		after := s.requestsStored()
 		s.check("body", ep.name+": no request published by oversized bodies", after-before <= 2, "E2A_REQUESTS %d → %d (the two nested-string cases may be accepted)", before, after)
