@@ -319,8 +319,12 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		return
 	}
 	var pk peek
-	if len(ln.data) > 0 && ln.data[0] == '{' {
-		_ = json.Unmarshal(ln.data, &pk) // the handler answers any error
+	if len(ln.data) > 0 && ln.data[0] == '{' && json.Unmarshal(ln.data, &pk) != nil {
+		// The handler answers the error, to the id read from the line's
+		// start when the whole cannot be decoded (nested past
+		// encoding/json's 10,000 levels, cut off, broken after the id),
+		// so that the client's call returns.
+		pk = peek{ID: overlongID(ln.data)}
 	}
 	lines := c.e.lines
 	if pk.ID == nil && pk.Method == lines.CancelMethod {
@@ -375,7 +379,8 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 }
 
 // overlongID returns the JSON-RPC id of a message from the start of its
-// line (a line over the limit, of which only that is kept): the value of
+// line (a line over the limit, of which only that is kept, or one that
+// cannot be decoded whole): the value of
 // its "id" member when it comes before any member cut off there (clients
 // write it before "params", as acp-go-sdk does), nil (null) otherwise. The
 // values before it are skipped, not decoded.

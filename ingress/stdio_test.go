@@ -1043,3 +1043,26 @@ func (m *markWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// TestStdioDeepLineAnsweredToItsID: a line nested past the limit is
+// refused -32600 to its id, which can be read at its start (acp-go-sdk
+// waits for ever for a call answered to id null), however deep it is:
+// past encoding/json's 10,000 levels it was answered to id null. So is a
+// line broken after its id.
+func TestStdioDeepLineAnsweredToItsID(t *testing.T) {
+	in, out, _ := startStdio(t)
+	r := readStdio(t, out)
+	for _, depth := range []int{100, 20_000} {
+		send(t, in, `{"jsonrpc":"2.0","id":"deep","method":"initialize","params":{"x":`+strings.Repeat("[", depth)+strings.Repeat("]", depth)+`}}`+"\n")
+		m := r.next()
+		e, _ := m["error"].(map[string]any)
+		if e["code"] != float64(jsonrpc.CodeInvalidRequest) || m["id"] != "deep" {
+			t.Fatalf("depth %d: want -32600 to its id deep: %v", depth, m)
+		}
+	}
+	// Broken after its id: a parse error, to that id too.
+	send(t, in, `{"jsonrpc":"2.0","id":"cut","method":"initialize","params":{`+"\n")
+	if m := r.next(); m["error"].(map[string]any)["code"] != float64(jsonrpc.CodeParseError) || m["id"] != "cut" {
+		t.Fatalf("broken after its id: want -32700 to its id cut: %v", m)
+	}
+}
