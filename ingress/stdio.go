@@ -297,6 +297,16 @@ type peek struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// isResponse reports whether the message is a JSON-RPC response (no
+// method, a result or an error): the server sends the client no requests,
+// and a response is never answered (JSON-RPC 2.0 §5), which a client
+// would read as the answer to its own call of that id.
+func (p *peek) isResponse() bool {
+	return p.Method == "" && p.ID != nil && (p.Result != nil || p.Error != nil)
 }
 
 func (c *stdioConn) dispatch(ln stdioLine) {
@@ -325,6 +335,10 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		// encoding/json's 10,000 levels, cut off, broken after the id),
 		// so that the client's call returns.
 		pk = peek{ID: overlongID(ln.data)}
+	}
+	if pk.isResponse() {
+		c.s.opts.log.Debug("stdio: a response line ignored (the server sent no request)", "id", string(readableID(pk.ID)))
+		return
 	}
 	lines := c.e.lines
 	if pk.ID == nil && pk.Method == lines.CancelMethod {

@@ -1048,7 +1048,7 @@ func (m *markWriter) Write(p []byte) (int, error) {
 // refused -32600 to its id, which can be read at its start (acp-go-sdk
 // waits for ever for a call answered to id null), however deep it is:
 // past encoding/json's 10,000 levels it was answered to id null. So is a
-// line broken after its id.
+// line broken after its id. A response line is not answered at all.
 func TestStdioDeepLineAnsweredToItsID(t *testing.T) {
 	in, out, _ := startStdio(t)
 	r := readStdio(t, out)
@@ -1059,6 +1059,14 @@ func TestStdioDeepLineAnsweredToItsID(t *testing.T) {
 		if e["code"] != float64(jsonrpc.CodeInvalidRequest) || m["id"] != "deep" {
 			t.Fatalf("depth %d: want -32600 to its id deep: %v", depth, m)
 		}
+	}
+	// A response line (the server sent the client no request) is not
+	// answered: an answer to id 1 would read as the answer to the client's
+	// own call 1. The next line is answered as usual.
+	send(t, in, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n"+`{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"x"}}`+"\n"+
+		`{"jsonrpc":"2.0","id":"after","method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	if m := r.next(); m["id"] != "after" || m["result"] == nil {
+		t.Fatalf("after two response lines: want initialize's result to id after: %v", m)
 	}
 	// Broken after its id: a parse error, to that id too.
 	send(t, in, `{"jsonrpc":"2.0","id":"cut","method":"initialize","params":{`+"\n")
